@@ -1,0 +1,41 @@
+# Set-up is automatic: `make demo` and `make test` build .venv from Python >= 3.12 when it is
+# missing or older than pyproject.toml, install the package in editable mode, then run the job.
+SHELL := /bin/bash
+VENV := .venv
+STAMP := $(VENV)/.installed
+PY := $(VENV)/bin/python
+
+# First interpreter >= 3.12 among python3.13, python3.12, python3 (sys.version_info is checked).
+FIND_PYTHON := for c in python3.13 python3.12 python3; do \
+	  if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' >/dev/null 2>&1; then \
+	    echo $$c; break; fi; done
+
+.PHONY: venv demo test test-fast lint bench clean
+
+$(STAMP): pyproject.toml
+	@base=$$($(FIND_PYTHON)); \
+	if [ -z "$$base" ]; then \
+	  echo "error: pplsamplers needs Python >= 3.12 (tried python3.13, python3.12, python3). Install one, or select it with pyenv (this repo's .python-version asks for 3.12)." >&2; exit 1; fi; \
+	if [ ! -x $(PY) ] || ! $(PY) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' >/dev/null 2>&1; then \
+	  echo "creating $(VENV) with $$base ($$($$base --version))"; rm -rf $(VENV); $$base -m venv $(VENV) || exit 1; fi
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[test]"
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/pplsamplers demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q --durations=15
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not statistical and not tutorial"
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check pplsamplers tests models benchmarks
+	$(VENV)/bin/ruff format --check pplsamplers tests models benchmarks
+
+clean:
+	rm -rf $(VENV) demo.nc demo_trace.png .pytest_cache

@@ -1,0 +1,1 @@
+"""Example NumPyro models: each file has ``model(...)`` and ``load_data(...)``."""

@@ -1,0 +1,348 @@
+"""Everything pplsamplers needs to know about NumPyro internals, in one place.
+
+The rest of the package sees a model only through :func:`inspect_model` and
+:func:`make_terms`.  The facts used here (probed on NumPyro 0.22):
+
+* a ``numpyro.plate`` sends a message of type ``"plate"`` whose ``value`` is the
+  subsample index vector and whose ``args`` are ``(size, subsample_size)``; the plate
+  then scales every site inside it by ``size / len(value)``;
+* unconstrained parameters map to constrained ones through
+  ``biject_to(site["fn"].support)``, evaluated when the site is reached so that
+  parameter-dependent supports work.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+from numpyro import handlers
+from numpyro.distributions.transforms import biject_to
+from numpyro.distributions.util import sum_rightmost
+from numpyro.primitives import Messenger
+
+from pplsamplers.types import Array
+
+# When ArviZ (lazy_loader) is imported before NumPyro, ``numpyro.infer`` ends up without its
+# ``initialization`` attribute, and ``az.from_numpyro`` then fails in ``infer_dims``.  Re-attach
+# the already imported submodule so the user's import order does not matter.
+if not hasattr(numpyro.infer, "initialization"):
+    numpyro.infer.initialization = sys.modules["numpyro.infer.initialization"]
+
+
+class set_plate(Messenger):
+    """Fix the indices of plate ``name`` to ``indices``; the plate applies ``size/len``.
+
+    ``indices=None`` gives the full-data view: every datum, scale one.
+    """
+
+    def __init__(self, fn: Callable | None = None, name: str = "", indices: Array | None = None):
+        self.name = name
+        self.indices = indices
+        super().__init__(fn)
+
+    def process_message(self, msg: dict) -> None:
+        if msg["type"] == "plate" and msg["name"] == self.name:
+            size = msg["args"][0]
+            indices = jnp.arange(size) if self.indices is None else self.indices
+            msg["value"] = indices
+            msg["args"] = (size, indices.shape[0])
+
+
+class SiteInfo(NamedTuple):
+    """Static description of a model, read off one seeded trace."""
+
+    latent_names: tuple[str, ...]
+    latent_shapes: dict[str, tuple[int, ...]]
+    constrained_sites: tuple[str, ...]
+    data_plate: str | None
+    data_size: int
+    model_subsample_size: int | None
+    observed_names: tuple[str, ...]
+    deterministic_outside_plate: tuple[str, ...]
+
+
+def _trace(model: Callable, model_args: tuple, model_kwargs: dict, seed: int = 0) -> dict:
+    return handlers.trace(handlers.seed(model, rng_seed=seed)).get_trace(
+        *model_args, **model_kwargs
+    )
+
+
+def _plates_of(site: dict) -> list[str]:
+    return [frame.name for frame in site["cond_indep_stack"]]
+
+
+def inspect_model(
+    model: Callable,
+    model_args: tuple,
+    model_kwargs: dict,
+    data_plate: str | None = None,
+) -> SiteInfo:
+    """Trace ``model`` once and describe its latent sites and its data plate.
+
+    Raises
+    ------
+    ValueError
+        For a discrete latent site, a latent site inside the data plate, an unknown
+        ``data_plate`` name, or an ambiguous choice among several data plates.
+    """
+    trace = _trace(model, model_args, model_kwargs)
+    plates = {name: site for name, site in trace.items() if site["type"] == "plate"}
+    samples = {n: s for n, s in trace.items() if s["type"] == "sample"}
+    observed = {n: s for n, s in samples.items() if s["is_observed"]}
+    latent = {n: s for n, s in samples.items() if not s["is_observed"]}
+
+    for name, site in latent.items():
+        if site["fn"].support.is_discrete:
+            raise ValueError(
+                f"latent site '{name}' is discrete ({type(site['fn']).__name__}); pplsamplers "
+                "samplers need continuous latent variables. Marginalise it out (e.g. with "
+                "numpyro.contrib.funsor / infer_discrete) or use NumPyro's NUTS/MixedHMC."
+            )
+
+    if data_plate is not None and data_plate not in plates:
+        raise ValueError(
+            f"data_plate='{data_plate}' is not a plate of this model; its plates are "
+            f"{sorted(plates) or 'none'}."
+        )
+    subsampled = sorted(n for n, p in plates.items() if p["args"][1] not in (None, p["args"][0]))
+    if data_plate is None:
+        if len(subsampled) > 1:
+            raise ValueError(
+                f"the model has {len(subsampled)} subsample plates ({', '.join(subsampled)}); "
+                "pplsamplers subsamples exactly one data plate. Give subsample_size to one "
+                "plate only and pass data_plate='<name>'."
+            )
+        over_obs = None
+        for site in observed.values():
+            names = set(_plates_of(site))
+            over_obs = names if over_obs is None else over_obs & names
+        candidates = sorted(over_obs or ())
+        if len(candidates) > 1:
+            narrowed = [c for c in candidates if c in subsampled]
+            if len(narrowed) == 1:
+                candidates = narrowed
+            else:
+                raise ValueError(
+                    f"several plates cover the observed sites ({', '.join(candidates)}); "
+                    "name the data plate with data_plate='<name>'."
+                )
+        data_plate = candidates[0] if candidates else None
+    elif len([s for s in subsampled if s != data_plate]) > 0:
+        other = [s for s in subsampled if s != data_plate]
+        raise ValueError(
+            f"plate(s) {other} also subsample; only data_plate='{data_plate}' may have a "
+            "subsample_size."
+        )
+
+    if data_plate is not None:
+        for name, site in latent.items():
+            if data_plate in _plates_of(site):
+                raise ValueError(
+                    f"latent site '{name}' lies inside the data plate '{data_plate}'; "
+                    "local (per-datum) latent variables cannot be subsampled. Move it out of "
+                    "the plate or marginalise it."
+                )
+        size, sub = plates[data_plate]["args"]
+    else:
+        size, sub = 1, None
+    constrained = tuple(
+        n for n, s in latent.items() if s["fn"].support is not numpyro.distributions.constraints.real
+        and not isinstance(biject_to(s["fn"].support), numpyro.distributions.transforms.IdentityTransform)
+    )
+    determ = tuple(
+        n
+        for n, s in trace.items()
+        if s["type"] == "deterministic" and (data_plate is None or data_plate not in _plates_of(s))
+    )
+    return SiteInfo(
+        latent_names=tuple(latent),
+        latent_shapes={n: tuple(np.shape(s["value"])) for n, s in latent.items()},
+        constrained_sites=constrained,
+        data_plate=data_plate,
+        data_size=int(size),
+        model_subsample_size=None if sub is None else int(sub),
+        observed_names=tuple(observed),
+        deterministic_outside_plate=determ,
+    )
+
+
+def initial_values(
+    rng_key: Array,
+    model: Callable,
+    model_args: tuple,
+    model_kwargs: dict,
+    info: SiteInfo,
+    init_strategy: Callable,
+) -> dict[str, Array]:
+    """Unconstrained starting values drawn by a NumPyro ``init_strategy``."""
+    fixed = _fixed_plate_model(model, info, jnp.arange(min(info.data_size, 1)))
+    substituted = handlers.substitute(handlers.seed(fixed, rng_key), substitute_fn=init_strategy)
+    trace = handlers.trace(substituted).get_trace(*model_args, **model_kwargs)
+    out = {}
+    for name in info.latent_names:
+        site = trace[name]
+        out[name] = biject_to(site["fn"].support).inv(site["value"])
+    return out
+
+
+def _fixed_plate_model(model: Callable, info: SiteInfo, indices: Array | None) -> Callable:
+    if info.data_plate is None:
+        return model
+    return set_plate(model, name=info.data_plate, indices=indices)
+
+
+def full_data_model(model: Callable, info: SiteInfo) -> Callable:
+    """The model with its data plate un-subsampled: every datum, scale one.
+
+    ArviZ reads ``observed_data`` and ``log_likelihood`` through this view.
+    """
+    return _fixed_plate_model(model, info, None)
+
+
+def _constrained_trace(
+    model: Callable,
+    model_args: tuple,
+    model_kwargs: dict,
+    info: SiteInfo,
+    params: dict[str, Array],
+    indices: Array | None,
+) -> tuple[dict, list[Array]]:
+    log_dets: list[Array] = []
+
+    def substitute_fn(site: dict) -> Any:
+        name = site["name"]
+        if site["type"] != "sample" or site["is_observed"] or name not in params:
+            return None
+        unconstrained = params[name]
+        transform = biject_to(site["fn"].support)
+        value = transform(unconstrained)
+        log_det = transform.log_abs_det_jacobian(unconstrained, value)
+        log_det = sum_rightmost(
+            log_det, jnp.ndim(log_det) - jnp.ndim(value) + len(site["fn"].event_shape)
+        )
+        log_dets.append(jnp.sum(log_det))
+        return value
+
+    fixed = _fixed_plate_model(model, info, indices)
+    trace = handlers.trace(handlers.substitute(fixed, substitute_fn=substitute_fn)).get_trace(
+        *model_args, **model_kwargs
+    )
+    return trace, log_dets
+
+
+def _per_datum_log_prob(site: dict, plate: str, scale_ratio: Array) -> Array:
+    log_prob = site["fn"].log_prob(site["value"])
+    if site.get("mask") is not None:
+        log_prob = jnp.where(site["mask"], log_prob, 0.0)
+    frame = next(f for f in site["cond_indep_stack"] if f.name == plate)
+    axis = log_prob.ndim + frame.dim
+    if axis < 0:
+        raise ValueError(
+            f"site '{site['name']}' is inside plate '{plate}' but its log-density has shape "
+            f"{log_prob.shape}, which lacks the plate dimension {frame.dim}."
+        )
+    log_prob = jnp.moveaxis(log_prob, axis, 0).reshape(log_prob.shape[axis], -1).sum(-1)
+    scale = 1.0 if site["scale"] is None else site["scale"]
+    return log_prob * (scale / scale_ratio)
+
+
+def make_terms(
+    model: Callable,
+    model_args: tuple,
+    model_kwargs: dict,
+    info: SiteInfo,
+) -> Callable[[dict[str, Array], Array], tuple[Array, Array]]:
+    """Return ``terms(params, indices) -> (global_term, per_datum)``.
+
+    ``global_term`` is ``-log prior - log|J|`` plus every site outside the data plate;
+    ``per_datum[i] = -log p(y_{indices[i]} | params)``.  The minibatch potential is
+    ``global_term + (N / n) * sum(per_datum)``.
+    """
+    plate = info.data_plate
+    size = info.data_size
+
+    def terms(params: dict[str, Array], indices: Array) -> tuple[Array, Array]:
+        trace, log_dets = _constrained_trace(
+            model, model_args, model_kwargs, info, params, indices if plate else None
+        )
+        ratio = size / indices.shape[0]
+        global_term = -sum(log_dets) if log_dets else jnp.zeros(())
+        per_datum = jnp.zeros(indices.shape[0])
+        for site in trace.values():
+            if site["type"] != "sample":
+                continue
+            if plate is not None and plate in _plates_of(site):
+                per_datum = per_datum - _per_datum_log_prob(site, plate, ratio)
+                continue
+            log_prob = site["fn"].log_prob(site["value"])
+            if site.get("mask") is not None:
+                log_prob = jnp.where(site["mask"], log_prob, 0.0)
+            scale = 1.0 if site["scale"] is None else site["scale"]
+            global_term = global_term - scale * jnp.sum(log_prob)
+        if plate is None:  # the whole likelihood is one "datum"
+            return jnp.zeros(()), per_datum + global_term
+        return global_term, per_datum
+
+    return terms
+
+
+def make_constrain(
+    model: Callable,
+    model_args: tuple,
+    model_kwargs: dict,
+    info: SiteInfo,
+    with_deterministic: bool = False,
+) -> Callable[[dict[str, Array]], dict[str, Array]]:
+    """Map unconstrained latent values to constrained ones by replaying the model on one datum.
+
+    Deterministic sites outside the data plate are added when ``with_deterministic``;
+    those inside it would be minibatch-sized and are left out.
+    """
+    keep = info.latent_names + (info.deterministic_outside_plate if with_deterministic else ())
+    one = jnp.arange(min(info.data_size, 1))
+
+    def constrain(params: dict[str, Array]) -> dict[str, Array]:
+        trace, _ = _constrained_trace(
+            model, model_args, model_kwargs, info, params, one if info.data_plate else None
+        )
+        return {name: trace[name]["value"] for name in keep}
+
+    return constrain
+
+
+def site_diagnosis(
+    model: Callable,
+    model_args: tuple,
+    model_kwargs: dict,
+    info: SiteInfo,
+    params: dict[str, Array],
+    indices: Array,
+) -> str:
+    """Name the first site whose log-density or gradient is not finite at ``params``."""
+    trace, _ = _constrained_trace(model, model_args, model_kwargs, info, params, indices)
+    for name, site in trace.items():
+        if site["type"] != "sample":
+            continue
+        log_prob = jnp.sum(site["fn"].log_prob(site["value"]))
+        if not bool(jnp.isfinite(log_prob)):
+            value = np.asarray(site["value"]).ravel()[:4]
+            kind = "observed" if site["is_observed"] else "latent"
+            return f"{kind} site '{name}' has log density {float(log_prob)} at value {value}"
+    return ""
+
+
+__all__ = [
+    "SiteInfo",
+    "full_data_model",
+    "initial_values",
+    "inspect_model",
+    "make_constrain",
+    "make_terms",
+    "set_plate",
+    "site_diagnosis",
+]
