@@ -1,0 +1,28 @@
+"""Shared PDMP machinery: flows, reflections, refreshment, grid discretisation, skeletons."""
+
+from pplsamplers.pdmp.driver import IntervalResult, Skeleton, advance, integrate, run_skeleton
+from pplsamplers.pdmp.flow import (
+    Flow,
+    elliptical_flow,
+    linear_flow,
+    reflect,
+    refresh_gaussian,
+    refresh_sphere,
+)
+from pplsamplers.pdmp.poisson import integrated_linear_rate, linear_rate_arrival
+
+__all__ = [
+    "Flow",
+    "IntervalResult",
+    "Skeleton",
+    "advance",
+    "elliptical_flow",
+    "integrate",
+    "integrated_linear_rate",
+    "linear_rate_arrival",
+    "linear_flow",
+    "reflect",
+    "refresh_gaussian",
+    "refresh_sphere",
+    "run_skeleton",
+]
