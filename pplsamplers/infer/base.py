@@ -269,6 +269,7 @@ class SubsampledKernel(MCMCKernel):
     def _make_sample_one(self, step_fn: StepFn) -> Callable[[SamplerState], SamplerState]:
         unravel = self._potential.unravel
         position_of = self.position_of
+        cost = self._potential.cost_per_datum
 
         def sample_one(state: SamplerState) -> SamplerState:
             rng_key, step_key = jax.random.split(state.rng_key)
@@ -282,6 +283,8 @@ class SubsampledKernel(MCMCKernel):
             keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(finite, a, b), new, old)
             kernel_state = keep(kernel_state, state.kernel_state)
             adapt_state = keep(adapt_state, state.adapt_state)
+            if cost != 1 and hasattr(info, "data_evals"):  # control variates: x and the anchor
+                info = info._replace(data_evals=info.data_evals * cost)
             return SamplerState(
                 z=unravel(position_of(kernel_state)),
                 kernel_state=kernel_state,

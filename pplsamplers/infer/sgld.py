@@ -4,12 +4,18 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import jax
 import jax.numpy as jnp
 from jax import lax
 
 from pplsamplers.infer.base import InitFn, StepFn, SubsampledKernel
 from pplsamplers.kernels import sgld
-from pplsamplers.potential import SubsampledPotential
+from pplsamplers.potential import (
+    SubsampledPotential,
+    find_map,
+    gradient_noise_variance,
+    suggest_sgld_step_size,
+)
 from pplsamplers.types import Array, PRNGKey
 
 
@@ -25,7 +31,10 @@ class SGLD(SubsampledKernel):
     model
         A NumPyro model with a data plate.
     step_size
-        ε > 0.  SGLD is biased at any ε > 0; the bias shrinks with ε.
+        ε > 0, or ``"auto"``: at ``init`` the MAP is found and ε is set to a tenth of
+        min(1/λ_max(∇²U), 4/λ_max(V)) (curvature and gradient-noise limits, Welling & Teh
+        2011 §4; see :func:`~pplsamplers.potential.suggest_sgld_step_size`).  SGLD is biased
+        at any ε > 0; the bias shrinks with ε.
     preconditioned
         Use pSGLD's RMSprop metric.
     rmsprop_decay, rmsprop_eps
@@ -54,21 +63,40 @@ class SGLD(SubsampledKernel):
     def __init__(
         self,
         model: Callable | None = None,
-        step_size: float = 1e-3,
+        step_size: float | str = "auto",
         *,
         preconditioned: bool = False,
         rmsprop_decay: float = 0.99,
         rmsprop_eps: float = 1e-5,
         **kwargs: Any,
     ) -> None:
-        sgld.validate_step_size(step_size)
+        if step_size != "auto":
+            step_size = sgld.validate_step_size(step_size)
         super().__init__(model, **kwargs)
-        self.step_size = float(step_size)
+        self.step_size = step_size
         self.preconditioned = preconditioned
         self._rmsprop = dict(rmsprop_decay=rmsprop_decay, rmsprop_eps=rmsprop_eps)
 
+    def resolved_step_size(self, potential: SubsampledPotential) -> float:
+        """The numeric step size (resolving ``"auto"`` once per potential)."""
+        if self.step_size != "auto":
+            return self.step_size
+        if getattr(self, "_auto_for", None) is not potential:
+            map_key, probe_key = jax.random.split(jax.random.PRNGKey(0))
+            anchor = find_map(map_key, potential).position
+            step = suggest_sgld_step_size(probe_key, potential, anchor)
+            if self.preconditioned:
+                # pSGLD moves coordinate j by ε·G_j with G_j ≈ 1/(λ + √V_j) at the MAP (the mean
+                # gradient vanishes there): keep every ε·G_j within the plain-SGLD step.
+                noise = gradient_noise_variance(probe_key, potential, anchor)
+                step *= float(jnp.min(self._rmsprop["rmsprop_eps"] + jnp.sqrt(noise)))
+            self._auto_step = step
+            self._auto_for = potential
+        return self._auto_step
+
     def build(self, potential: SubsampledPotential, num_warmup: int) -> tuple[InitFn, StepFn]:
-        config = dict(step_size=self.step_size, preconditioned=self.preconditioned, **self._rmsprop)
+        step_size = self.resolved_step_size(potential)
+        config = dict(step_size=step_size, preconditioned=self.preconditioned, **self._rmsprop)
         warmup_step = sgld.build_kernel(potential, adapt_preconditioner=True, **config)
         frozen_step = sgld.build_kernel(potential, adapt_preconditioner=False, **config)
 
@@ -87,7 +115,8 @@ class SGLD(SubsampledKernel):
         return init, step
 
     def get_diagnostics_str(self, state: Any) -> str:
-        text = f"step {self.step_size:.2e}, |grad| {float(jnp.mean(state.info.grad_norm)):.3g}"
+        step = float(jnp.mean(state.info.step_size))
+        text = f"step {step:.2e}, |grad| {float(jnp.mean(state.info.grad_norm)):.3g}"
         extra = super().get_diagnostics_str(state)
         return f"{text}, {extra}" if extra else text
 
@@ -95,7 +124,7 @@ class SGLD(SubsampledKernel):
 class PSGLD(SGLD):
     """pSGLD: :class:`SGLD` with ``preconditioned=True`` (RMSprop metric, frozen after warmup)."""
 
-    def __init__(self, model: Callable | None = None, step_size: float = 1e-3, **kwargs: Any):
+    def __init__(self, model: Callable | None = None, step_size: float | str = "auto", **kwargs: Any):
         super().__init__(model, step_size, preconditioned=True, **kwargs)
 
 

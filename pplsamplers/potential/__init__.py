@@ -1,7 +1,13 @@
 """Model -> SubsampledPotential.  The only package that knows NumPyro internals."""
 
+from pplsamplers.potential.curvature import (
+    gradient_noise_variance,
+    max_curvature,
+    suggest_sgld_step_size,
+)
 from pplsamplers.potential.map import MapResult, find_map
 from pplsamplers.potential.model import (
+    all_data_model,
     check_position,
     full_data_model,
     make_postprocess,
@@ -17,14 +23,18 @@ from pplsamplers.potential.subsampled import (
 
 __all__ = [
     "MapResult",
+    "all_data_model",
     "SubsampledPotential",
     "build_potential",
     "check_position",
     "find_map",
     "full_data_model",
+    "gradient_noise_variance",
+    "max_curvature",
     "make_postprocess",
     "make_potential",
     "model_info",
+    "suggest_sgld_step_size",
     "with_batch_size",
     "with_control_variate",
 ]

@@ -14,6 +14,7 @@ The rest of the package sees a model only through :func:`inspect_model` and
 from __future__ import annotations
 
 import sys
+import warnings
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -37,16 +38,19 @@ if not hasattr(numpyro.infer, "initialization"):
 class set_plate(Messenger):
     """Fix the indices of plate ``name`` to ``indices``; the plate applies ``size/len``.
 
-    ``indices=None`` gives the full-data view: every datum, scale one.
+    ``indices=None`` gives the full-data view: every datum, scale one.  ``name=None``
+    applies to every plate of the model.
     """
 
-    def __init__(self, fn: Callable | None = None, name: str = "", indices: Array | None = None):
+    def __init__(
+        self, fn: Callable | None = None, name: str | None = "", indices: Array | None = None
+    ):
         self.name = name
         self.indices = indices
         super().__init__(fn)
 
     def process_message(self, msg: dict) -> None:
-        if msg["type"] == "plate" and msg["name"] == self.name:
+        if msg["type"] == "plate" and (self.name is None or msg["name"] == self.name):
             size = msg["args"][0]
             indices = jnp.arange(size) if self.indices is None else self.indices
             msg["value"] = indices
@@ -204,6 +208,11 @@ def full_data_model(model: Callable, info: SiteInfo) -> Callable:
     return _fixed_plate_model(model, info, None)
 
 
+def all_data_model(model: Callable) -> Callable:
+    """The model with every plate un-subsampled, e.g. for NumPyro's NUTS."""
+    return set_plate(model, name=None, indices=None)
+
+
 def _constrained_trace(
     model: Callable,
     model_args: tuple,
@@ -328,7 +337,9 @@ def site_diagnosis(
     for name, site in trace.items():
         if site["type"] != "sample":
             continue
-        log_prob = jnp.sum(site["fn"].log_prob(site["value"]))
+        with warnings.catch_warnings():  # out-of-support values are what we are reporting
+            warnings.simplefilter("ignore")
+            log_prob = jnp.sum(site["fn"].log_prob(site["value"]))
         if not bool(jnp.isfinite(log_prob)):
             value = np.asarray(site["value"]).ravel()[:4]
             kind = "observed" if site["is_observed"] else "latent"
@@ -338,6 +349,7 @@ def site_diagnosis(
 
 __all__ = [
     "SiteInfo",
+    "all_data_model",
     "full_data_model",
     "initial_values",
     "inspect_model",

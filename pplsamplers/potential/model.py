@@ -172,6 +172,20 @@ def full_data_model(model: Callable, info: _numpyro.SiteInfo) -> Callable:
     return _numpyro.full_data_model(model, info)
 
 
+def all_data_model(model: Callable) -> Callable:
+    """``model`` with every subsample plate switched off (all data, scale one).
+
+    NumPyro's NUTS cannot subsample; wrap the model with this to run it on the same model.
+
+    Examples
+    --------
+    >>> from numpyro.infer import NUTS
+    >>> from models.logistic_regression import model
+    >>> kernel = NUTS(all_data_model(model))
+    """
+    return _numpyro.all_data_model(model)
+
+
 def make_postprocess(
     model: Callable, model_args: tuple, model_kwargs: dict | None, info: _numpyro.SiteInfo
 ) -> Callable[[dict], dict]:
@@ -179,4 +193,6 @@ def make_postprocess(
     return _numpyro.make_constrain(model, model_args, dict(model_kwargs or {}), info, True)
 
 
-__all__ = ["check_position", "full_data_model", "make_postprocess", "make_potential", "model_info"]
+__all__ = [
+    "all_data_model",
+    "check_position", "full_data_model", "make_postprocess", "make_potential", "model_info"]

@@ -61,6 +61,9 @@ class SubsampledPotential(NamedTuple):
     init_position: Array
     anchor: Array | None = None
     draw_init: Callable[[PRNGKey], Array] | None = None
+    cost_per_datum: int = 1
+    """Per-datum terms evaluated per index in a minibatch evaluation (2 with control variates,
+    which evaluate each datum at x and at the anchor)."""
 
     @property
     def full_batch(self) -> bool:
@@ -197,7 +200,7 @@ def with_batch_size(potential: SubsampledPotential, subsample_size: int) -> Subs
         unravel=potential.unravel,
         anchor=potential.anchor,
         draw_init=potential.draw_init,
-    )
+    )._replace(cost_per_datum=potential.cost_per_datum)
 
 
 def with_control_variate(
@@ -252,7 +255,7 @@ def with_control_variate(
         chunk_size=chunk_size,
         anchor=anchor,
         draw_init=potential.draw_init,
-    )
+    )._replace(cost_per_datum=2 * potential.cost_per_datum)
 
 
 __all__ = [

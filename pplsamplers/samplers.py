@@ -1,0 +1,39 @@
+"""Sampler names used by the CLI and the selector, mapped to their NumPyro kernels."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from numpyro.infer import NUTS
+
+from pplsamplers.infer import PSGLD, SGLD
+from pplsamplers.potential import all_data_model
+
+SAMPLERS: dict[str, Callable] = {
+    "sgld": SGLD,
+    "psgld": PSGLD,
+    "nuts": NUTS,
+}
+"""``name -> kernel class``; every class takes the model as first argument."""
+
+DEFAULT_SAMPLER = "sgld"
+
+
+def make_kernel(name: str, model: Callable, **options: object):
+    """Build the kernel called ``name`` for ``model`` (options the kernel does not take are an error).
+
+    NUTS runs on the model with its plates un-subsampled (it needs the full data set).
+    """
+    key = name.lower()
+    if key not in SAMPLERS:
+        raise ValueError(f"unknown sampler {name!r}; choose one of {', '.join(sorted(SAMPLERS))}.")
+    if key == "nuts":
+        options = {k: v for k, v in options.items() if k != "subsample_size"}
+        if options.pop("step_size", None) is not None:
+            raise ValueError("NUTS adapts its own step size; drop --step-size.")
+        model = all_data_model(model)
+    options = {k: v for k, v in options.items() if v is not None}
+    return SAMPLERS[key](model, **options)
+
+
+__all__ = ["DEFAULT_SAMPLER", "SAMPLERS", "make_kernel"]
