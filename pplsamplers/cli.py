@@ -87,6 +87,7 @@ def run_job(
     import jax
     from numpyro.infer import MCMC
 
+    from pplsamplers.diagnostics import epochs, min_ess
     from pplsamplers.samplers import make_kernel
 
     for arg, value in (("num_samples", num_samples), ("num_chains", num_chains)):
@@ -114,16 +115,14 @@ def run_job(
 
     summary = az.summary(idata)
     print_fn(summary.to_string())
-    ess = _min_ess(idata)
+    ess = min_ess(idata)
     line = f"\nsampler {sampler}: {num_chains} chains x {num_samples} draws in {seconds:.1f} s"
     line += f" | min bulk ESS {ess:.0f} | {ess / seconds:.1f} ESS/s"
-    evals = _data_evals(mcmc)
-    if evals is not None:  # kept draws only carry their own step's cost: scale by thinning
-        evals *= thinning
     potential = getattr(kernel, "potential", None)
-    if evals is not None and potential is not None:
-        epochs = evals / potential.N
-        line += f" | {epochs:.1f} epochs | {ess / max(epochs, 1e-12):.1f} ESS/epoch"
+    if "data_evals" in getattr(idata, "sample_stats", {}) and potential is not None:
+        # kept draws only carry their own step's cost: scale by thinning
+        used = epochs(idata, potential.N, thinning)
+        line += f" | {used:.1f} epochs | {ess / max(used, 1e-12):.1f} ESS/epoch"
     if "reverted" in getattr(idata, "sample_stats", {}):
         reverted = int(idata.sample_stats["reverted"].sum())
         if reverted:
@@ -137,23 +136,6 @@ def run_job(
     idata.to_netcdf(nc)
     print_fn(f"wrote {png} and {nc}")
     return idata
-
-
-def _min_ess(idata: Any) -> float:
-    import arviz as az
-    import numpy as np
-
-    ess = az.ess(idata)
-    return float(min(np.min(np.asarray(ess[var])) for var in ess.data_vars))
-
-
-def _data_evals(mcmc: Any) -> float | None:
-    import numpy as np
-
-    fields = mcmc.get_extra_fields()
-    if "data_evals" not in fields:
-        return None
-    return float(np.sum(np.asarray(fields["data_evals"])))
 
 
 def _build_parser() -> argparse.ArgumentParser:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from numpyro.infer import NUTS
+from numpyro.infer import NUTS, DiscreteHMCGibbs
 
 from pplsamplers.infer import PSGLD, SGLD
 from pplsamplers.potential import all_data_model
@@ -28,10 +28,14 @@ def make_kernel(name: str, model: Callable, **options: object):
     if key not in SAMPLERS:
         raise ValueError(f"unknown sampler {name!r}; choose one of {', '.join(sorted(SAMPLERS))}.")
     if key == "nuts":
-        options = {k: v for k, v in options.items() if k != "subsample_size"}
+        options = {k: v for k, v in options.items() if k not in ("subsample_size", "data_plate")}
         if options.pop("step_size", None) is not None:
             raise ValueError("NUTS adapts its own step size; drop --step-size.")
-        model = all_data_model(model)
+        if options.pop("control_variate", None):
+            raise ValueError("control_variate applies to minibatch kernels, not NUTS.")
+        discrete = options.pop("discrete", False)
+        kernel = NUTS(all_data_model(model), **{k: v for k, v in options.items() if v is not None})
+        return DiscreteHMCGibbs(kernel) if discrete else kernel
     options = {k: v for k, v in options.items() if v is not None}
     return SAMPLERS[key](model, **options)
 

@@ -9,6 +9,7 @@ from pplsamplers.potential.map import MapResult, find_map
 from pplsamplers.potential.model import (
     all_data_model,
     check_position,
+    discrete_latent_sites,
     full_data_model,
     make_postprocess,
     make_potential,
@@ -27,6 +28,7 @@ __all__ = [
     "SubsampledPotential",
     "build_potential",
     "check_position",
+    "discrete_latent_sites",
     "find_map",
     "full_data_model",
     "gradient_noise_variance",

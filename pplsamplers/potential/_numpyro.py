@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro
 from numpyro import handlers
+from numpyro.distributions import constraints
 from numpyro.distributions.transforms import biject_to
 from numpyro.distributions.util import sum_rightmost
 from numpyro.primitives import Messenger
@@ -76,8 +77,25 @@ def _trace(model: Callable, model_args: tuple, model_kwargs: dict, seed: int = 0
     )
 
 
+def _is_real(support: Any) -> bool:
+    """True for an unconstrained support (real, possibly with event dimensions)."""
+    while isinstance(support, constraints.independent):
+        support = support.base_constraint
+    return isinstance(support, type(constraints.real))
+
+
 def _plates_of(site: dict) -> list[str]:
     return [frame.name for frame in site["cond_indep_stack"]]
+
+
+def discrete_latent_sites(model: Callable, model_args: tuple, model_kwargs: dict) -> list[str]:
+    """Names of the latent sites with a discrete support (no error raised)."""
+    trace = _trace(model, model_args, model_kwargs)
+    return [
+        name
+        for name, site in trace.items()
+        if site["type"] == "sample" and not site["is_observed"] and site["fn"].support.is_discrete
+    ]
 
 
 def inspect_model(
@@ -154,10 +172,7 @@ def inspect_model(
         size, sub = plates[data_plate]["args"]
     else:
         size, sub = 1, None
-    constrained = tuple(
-        n for n, s in latent.items() if s["fn"].support is not numpyro.distributions.constraints.real
-        and not isinstance(biject_to(s["fn"].support), numpyro.distributions.transforms.IdentityTransform)
-    )
+    constrained = tuple(n for n, s in latent.items() if not _is_real(s["fn"].support))
     determ = tuple(
         n
         for n, s in trace.items()
@@ -198,6 +213,20 @@ def _fixed_plate_model(model: Callable, info: SiteInfo, indices: Array | None) -
     if info.data_plate is None:
         return model
     return set_plate(model, name=info.data_plate, indices=indices)
+
+
+def make_unconstrain(
+    model: Callable, model_args: tuple, model_kwargs: dict, info: SiteInfo
+) -> Callable[[dict[str, Array]], dict[str, Array]]:
+    """Constrained latent values -> unconstrained ones, through each site's support bijection.
+
+    Supports are read from one trace, so a support that depends on another latent value is
+    taken at the initial trace's value.
+    """
+    trace = _trace(_fixed_plate_model(model, info, jnp.arange(min(info.data_size, 1))),
+                   model_args, model_kwargs)
+    transforms = {name: biject_to(trace[name]["fn"].support) for name in info.latent_names}
+    return lambda values: {name: t.inv(values[name]) for name, t in transforms.items()}
 
 
 def full_data_model(model: Callable, info: SiteInfo) -> Callable:
@@ -350,11 +379,13 @@ def site_diagnosis(
 __all__ = [
     "SiteInfo",
     "all_data_model",
+    "discrete_latent_sites",
     "full_data_model",
     "initial_values",
     "inspect_model",
     "make_constrain",
     "make_terms",
+    "make_unconstrain",
     "set_plate",
     "site_diagnosis",
 ]

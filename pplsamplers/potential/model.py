@@ -122,7 +122,11 @@ def make_potential(
         draw_init=draw_init,
     )
     check_position(potential, init_flat, model, model_args, model_kwargs, info)
-    return potential._replace(init_position=init_flat)
+    to_unconstrained = _numpyro.make_unconstrain(model, model_args, model_kwargs, info)
+    return potential._replace(
+        init_position=init_flat,
+        unconstrain=lambda values: ravel_pytree(to_unconstrained(values))[0],
+    )
 
 
 def check_position(
@@ -172,6 +176,13 @@ def full_data_model(model: Callable, info: _numpyro.SiteInfo) -> Callable:
     return _numpyro.full_data_model(model, info)
 
 
+def discrete_latent_sites(
+    model: Callable, model_args: tuple = (), model_kwargs: dict | None = None
+) -> list[str]:
+    """Names of the model's discrete latent sites (which these samplers cannot move)."""
+    return _numpyro.discrete_latent_sites(model, model_args, dict(model_kwargs or {}))
+
+
 def all_data_model(model: Callable) -> Callable:
     """``model`` with every subsample plate switched off (all data, scale one).
 
@@ -195,4 +206,5 @@ def make_postprocess(
 
 __all__ = [
     "all_data_model",
-    "check_position", "full_data_model", "make_postprocess", "make_potential", "model_info"]
+    "check_position",
+    "discrete_latent_sites", "full_data_model", "make_postprocess", "make_potential", "model_info"]

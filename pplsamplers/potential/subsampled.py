@@ -39,6 +39,7 @@ class SubsampledPotential(NamedTuple):
         Minibatch indices, drawn with replacement (fast at any N).
     constrain : x -> dict of constrained latent sites.
     unravel : x -> dict of unconstrained latent sites.
+    unconstrain : dict of constrained latent sites -> x (models only).
     terms : the underlying ``(x, idx) -> (global_term, per_datum)``.
     dim, N, n : sizes; ``n == N`` means full batch.
     init_position : a valid starting point (shape ``(D,)``).
@@ -61,6 +62,8 @@ class SubsampledPotential(NamedTuple):
     init_position: Array
     anchor: Array | None = None
     draw_init: Callable[[PRNGKey], Array] | None = None
+    unconstrain: Callable[[dict], Array] | None = None
+    """Constrained latent dict -> flat unconstrained x (``None`` for hand-built potentials)."""
     cost_per_datum: int = 1
     """Per-datum terms evaluated per index in a minibatch evaluation (2 with control variates,
     which evaluate each datum at x and at the anchor)."""
@@ -200,7 +203,7 @@ def with_batch_size(potential: SubsampledPotential, subsample_size: int) -> Subs
         unravel=potential.unravel,
         anchor=potential.anchor,
         draw_init=potential.draw_init,
-    )._replace(cost_per_datum=potential.cost_per_datum)
+    )._replace(cost_per_datum=potential.cost_per_datum, unconstrain=potential.unconstrain)
 
 
 def with_control_variate(
@@ -255,7 +258,7 @@ def with_control_variate(
         chunk_size=chunk_size,
         anchor=anchor,
         draw_init=potential.draw_init,
-    )._replace(cost_per_datum=2 * potential.cost_per_datum)
+    )._replace(cost_per_datum=2 * potential.cost_per_datum, unconstrain=potential.unconstrain)
 
 
 __all__ = [

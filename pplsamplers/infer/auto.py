@@ -1,0 +1,204 @@
+"""``AutoSampler``: choose a kernel from the model's features, explain it, then delegate."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from numpyro.infer.mcmc import MCMCKernel
+
+from pplsamplers.types import PRNGKey
+
+DEFAULT_SUBSAMPLE_FRACTION = 0.01
+DEFAULT_SUBSAMPLE_RANGE = (100, 1000)
+
+
+def default_subsample_size(num_data: int) -> int:
+    """1% of N, clipped to [100, 1000] and to N: the minibatch size AutoSampler uses when the
+    model and the user give none."""
+    low, high = DEFAULT_SUBSAMPLE_RANGE
+    return int(min(num_data, max(low, min(high, round(DEFAULT_SUBSAMPLE_FRACTION * num_data)))))
+
+
+class AutoSampler(MCMCKernel):
+    """A NumPyro ``MCMCKernel`` that picks the sampler for a model, says why, and delegates.
+
+    At ``init`` it computes :class:`~pplsamplers.select.ModelFeatures` (structure plus cheap
+    probes at the MAP), ranks the candidates with the competence rules and, with
+    ``strategy="pilot"``, runs a tournament of the best few on an equal data budget scored by
+    ESS per epoch under a kernel-Stein-discrepancy bias guard.  The result is
+    :attr:`decision`; every later call goes to the chosen kernel.
+
+    Parameters
+    ----------
+    model
+        A NumPyro model.
+    strategy
+        ``"rules"`` (default, cheap) or ``"pilot"`` (measures the top candidates).
+    candidates
+        Restrict the choice to these registry names (e.g. ``["sbps", "sgld"]``).
+    pilot_options
+        Options of :func:`pplsamplers.select.pilot.run_pilot` (``top``, ``budget_epochs`` ...).
+    **overrides
+        Passed to the chosen kernel, e.g. ``subsample_size=256``.  Without one, the model
+        plate's own size is used, or 1% of N clipped to [100, 1000].
+
+    Examples
+    --------
+    >>> import jax, numpyro, numpyro.distributions as dist
+    >>> from numpyro.infer import MCMC
+    >>> from models import linear_gaussian
+    >>> args, kwargs = linear_gaussian.load_data(N=300, D=2)
+    >>> mcmc = MCMC(AutoSampler(linear_gaussian.model), num_warmup=100, num_samples=100,
+    ...             progress_bar=False)
+    >>> mcmc.run(jax.random.key(0), *args, **kwargs)
+    >>> mcmc.sampler.decision.kernel     # N = 300 is small: exact NUTS
+    'nuts'
+    """
+
+    def __init__(
+        self,
+        model: Callable,
+        strategy: str = "rules",
+        candidates: list[str] | tuple[str, ...] | None = None,
+        *,
+        pilot_options: dict | None = None,
+        verbose: bool = False,
+        **overrides: Any,
+    ) -> None:
+        if strategy not in ("rules", "pilot"):
+            raise ValueError(f"strategy must be 'rules' or 'pilot'; got {strategy!r}.")
+        self._model = model
+        self.strategy = strategy
+        self.candidates = None if candidates is None else tuple(c.lower() for c in candidates)
+        self.pilot_options = dict(pilot_options or {})
+        self.verbose = verbose
+        self.overrides = overrides
+        self.decision = None
+        self._delegate: MCMCKernel | None = None
+        self._decided_for: Any = None
+
+    # --------------------------------------------------------------- deciding
+    def decide(self, model_args: tuple, model_kwargs: dict | None = None):
+        """Compute (once per data set) and return the :class:`~pplsamplers.select.Decision`."""
+        from pplsamplers.potential import model_info
+        from pplsamplers.select import Decision, model_features, rank_candidates
+        from pplsamplers.select.pilot import run_pilot
+
+        model_kwargs = dict(model_kwargs or {})
+        signature = (id(model_args), tuple(sorted((k, id(v)) for k, v in model_kwargs.items())))
+        if self.decision is not None and self._decided_for == signature:
+            return self.decision
+        subsample = self.overrides.get("subsample_size")
+        data_plate = self.overrides.get("data_plate")
+        from pplsamplers.potential import discrete_latent_sites
+
+        if subsample is None and not discrete_latent_sites(self._model, model_args, model_kwargs):
+            info = model_info(self._model, model_args, model_kwargs, data_plate)
+            if info.data_plate is not None and info.model_subsample_size is None:
+                subsample = default_subsample_size(info.data_size)
+        features = model_features(self._model, model_args, model_kwargs,
+                                  subsample_size=subsample, data_plate=data_plate)
+        ranking = tuple(rank_candidates(features, self.candidates))
+        if not ranking:
+            raise ValueError("no candidate sampler is compatible with this model.")
+        shared = {"subsample_size": subsample} if subsample is not None else {}
+        if self.strategy == "pilot":
+            decision = run_pilot(self._model, model_args, model_kwargs, features, ranking,
+                                 shared=shared, overrides=self.overrides, **self.pilot_options)
+        else:
+            best = ranking[0]
+            decision = Decision(
+                kernel=best.name,
+                params={**(shared if best.name != "nuts" else {}), **best.params},
+                reasons=best.reasons,
+                scores={c.name: c.score for c in ranking},
+                features=features,
+                ranking=ranking,
+                strategy="rules",
+            )
+        self.decision, self._decided_for = decision, signature
+        if self.verbose:
+            decision.explain()
+        return decision
+
+    def _build_delegate(self, model_args: tuple, model_kwargs: dict) -> MCMCKernel:
+        from pplsamplers.samplers import make_kernel
+
+        decision = self.decide(model_args, model_kwargs)
+        params = {**decision.params, **self.overrides}
+        anchor = decision.features.map_position
+        if params.get("control_variate") is True and anchor is not None:
+            params["control_variate"] = anchor  # reuse the probe's MAP as the anchor
+        return make_kernel(decision.kernel, self._model, **params)
+
+    # ------------------------------------------------------------ NumPyro API
+    def init(self, rng_key: PRNGKey, num_warmup: int, init_params: Any, model_args: tuple,
+             model_kwargs: dict) -> Any:
+        if self._delegate is None or self.decide(model_args, model_kwargs) is not getattr(
+            self, "_delegate_decision", None
+        ):
+            self._delegate = self._build_delegate(model_args, model_kwargs)
+            self._delegate_decision = self.decision
+        return self._delegate.init(rng_key, num_warmup, init_params, model_args, model_kwargs)
+
+    def _require(self) -> MCMCKernel:
+        if self._delegate is None:
+            raise RuntimeError("AutoSampler has not decided yet: run MCMC (or call init) first.")
+        return self._delegate
+
+    @property
+    def _sample_fn(self) -> Any:  # NumPyro checks this to skip re-initialisation
+        return getattr(self._delegate, "_sample_fn", None) if self._delegate else None
+
+    def sample(self, state: Any, model_args: tuple, model_kwargs: dict) -> Any:
+        return self._require().sample(state, model_args, model_kwargs)
+
+    def postprocess_fn(self, model_args: tuple, model_kwargs: dict) -> Callable:
+        return self._require().postprocess_fn(model_args, model_kwargs)
+
+    @property
+    def model(self) -> Callable:
+        return self._delegate.model if self._delegate is not None else self._model
+
+    @property
+    def sample_field(self) -> str:
+        return self._delegate.sample_field if self._delegate is not None else "z"
+
+    @property
+    def default_fields(self) -> tuple[str, ...]:
+        return self._delegate.default_fields if self._delegate is not None else ("z",)
+
+    @property
+    def delegate(self) -> MCMCKernel | None:
+        """The chosen kernel (after ``init``)."""
+        return self._delegate
+
+    @property
+    def potential(self) -> Any:
+        return getattr(self._delegate, "potential", None)
+
+    def get_diagnostics_str(self, state: Any) -> str:
+        inner = self._require().get_diagnostics_str(state)
+        return f"{self.decision.kernel}: {inner}" if inner else self.decision.kernel
+
+
+def to_arviz(mcmc: Any, **kwargs: Any) -> Any:
+    """``az.from_numpyro(mcmc)`` plus pplsamplers attributes (kernel, AutoSampler decision).
+
+    Examples
+    --------
+    >>> idata = to_arviz(mcmc)                      # doctest: +SKIP
+    >>> print(idata.attrs["pplsamplers_auto_explanation"])   # doctest: +SKIP
+    """
+    import arviz as az
+
+    idata = az.from_numpyro(mcmc, **kwargs)
+    sampler = mcmc.sampler
+    idata.attrs["pplsamplers_kernel"] = type(sampler).__name__
+    decision = getattr(sampler, "decision", None)
+    if decision is not None:
+        idata.attrs.update(decision.to_attrs())
+    return idata
+
+
+__all__ = ["AutoSampler", "default_subsample_size", "to_arviz"]

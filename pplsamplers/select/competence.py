@@ -1,0 +1,162 @@
+"""Competence rules: model features -> ranked candidate samplers with plain-language reasons.
+
+Like PyMC's step-method ``Competence``, every candidate gets a level per rule that applies,
+and the ranking is by total score.  The thresholds below were set from the measurements of
+``benchmarks/selection_suite.py`` (see README, "Automatic selection").
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+from pplsamplers.select.features import ModelFeatures
+
+INCOMPATIBLE, COMPATIBLE, PREFERRED, IDEAL = 0.0, 1.0, 2.0, 3.0
+
+SMALL_N = 5_000
+"""Below this many data a full-data gradient is cheap: exact NUTS wins (suite: breast cancer)."""
+NEAR_GAUSSIAN_MISFIT = 0.15
+"""Quadratic misfit under which the Laplace reference of Boomerang is accurate."""
+NON_GAUSSIAN_MISFIT = 0.5
+"""Quadratic misfit above which a posterior is treated as non-Gaussian (SBPS territory)."""
+STRONG_CORRELATION = 20.0
+"""Correlation condition number above which a dense metric (HAMCMC) pays off."""
+SCALE_SPREAD = 30.0
+"""Diagonal-curvature spread above which isotropic samplers need preconditioning."""
+SKEWED = 0.25
+HEAVY_TAILS = 0.8
+WILD_GRADIENTS = 50.0
+"""Per-example gradient kurtosis above which gradients are 'wild' (heavy-tailed covariates)."""
+
+PREFERENCE = ("nuts", "boomerang", "hamcmc", "psbps", "sbps", "sgbd", "sigmabps", "bps", "psgld",
+              "sgld")
+"""Tie-break order, most specialised first."""
+
+
+class Candidate(NamedTuple):
+    """One ranked sampler: registry name, score, constructor parameters, reasons."""
+
+    name: str
+    score: float
+    params: dict
+    reasons: tuple[str, ...]
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.3g}"
+
+
+def rank_candidates(
+    features: ModelFeatures, candidates: tuple[str, ...] | list[str] | None = None
+) -> list[Candidate]:
+    """Rank samplers for a model from its :class:`ModelFeatures` (a pure function).
+
+    Parameters
+    ----------
+    features
+        From :func:`pplsamplers.select.features.model_features`.
+    candidates
+        Restrict the ranking to these registry names (default: all of ``PREFERENCE``).
+
+    Returns
+    -------
+    Candidates sorted best first; incompatible ones are dropped.
+
+    Raises
+    ------
+    ValueError
+        Discrete latent sites with a large data set: no candidate can sample them.
+    """
+    names = list(PREFERENCE if candidates is None else candidates)
+    unknown = set(names) - set(PREFERENCE)
+    if unknown:
+        raise ValueError(f"unknown candidates {sorted(unknown)}; choose from {list(PREFERENCE)}.")
+    f = features
+    scores = {name: COMPATIBLE for name in names}
+    reasons: dict[str, list[str]] = {name: [] for name in names}
+    params: dict[str, dict] = {name: {} for name in names}
+
+    def rule(name: str, level: float, why: str, **extra: object) -> None:
+        if name in scores:
+            scores[name] = max(scores[name], level) if level > 0 else 0.0
+            reasons[name].append(why)
+            params[name].update(extra)
+
+    if f.discrete_sites:
+        sites = ", ".join(f.discrete_sites)
+        if f.num_data and f.num_data > SMALL_N:
+            raise ValueError(
+                f"discrete latent site(s) {sites}: pplsamplers' gradient samplers need continuous "
+                "latents, and with a large data set NUTS+Gibbs is too slow. Marginalise them out."
+            )
+        for name in names:
+            if name != "nuts":
+                rule(name, INCOMPATIBLE, f"cannot move the discrete site(s) {sites}")
+        rule("nuts", IDEAL, f"discrete site(s) {sites}: NumPyro's DiscreteHMCGibbs around NUTS "
+             "updates them exactly", discrete=True)
+        return _sorted(scores, params, reasons)
+
+    if not f.has_data_plate or f.num_data <= SMALL_N:
+        why = ("the model has no data plate to subsample" if not f.has_data_plate
+               else f"N = {f.num_data} ≤ {SMALL_N}: a full-data gradient is cheap")
+        rule("nuts", IDEAL, f"{why}; NUTS is exact and needs no tuning")
+        for name in names:
+            if name != "nuts":
+                rule(name, COMPATIBLE, f"{why}; subsampling adds bias for little saving")
+        return _sorted(scores, params, reasons)
+
+    rule("nuts", COMPATIBLE, f"exact, but every gradient touches all N = {f.num_data} data")
+    near_gaussian = f.quadratic_misfit < NEAR_GAUSSIAN_MISFIT and f.skewness < SKEWED
+    if near_gaussian:
+        rule("boomerang", IDEAL,
+             f"the posterior is close to its Laplace approximation (quadratic misfit "
+             f"{_fmt(f.quadratic_misfit)} < {NEAR_GAUSSIAN_MISFIT}): the Gaussian reference "
+             "absorbs most of U and control variates make minibatch rates nearly exact",
+             control_variate=True)
+    else:
+        rule("boomerang", COMPATIBLE,
+             f"non-Gaussian posterior (misfit {_fmt(f.quadratic_misfit)}): the Laplace "
+             "reference is poor")
+    if f.correlation_condition > STRONG_CORRELATION:
+        why = (f"strong correlations (condition number {_fmt(f.correlation_condition)} after "
+               "diagonal scaling)")
+        rule("hamcmc", PREFERRED + 0.5, f"{why}: L-BFGS captures the dense curvature")
+        rule("psbps", PREFERRED, f"{why}: preconditioned SBPS tolerates them without tuning")
+    if f.curvature_spread > SCALE_SPREAD:
+        why = f"coordinate scales differ by {_fmt(f.curvature_spread)}×"
+        rule("psbps", PREFERRED, f"{why}: pSBPS rescales them")
+        rule("sgbd", PREFERRED, f"{why}: Barker moves are robust to heterogeneous scales")
+        rule("sigmabps", PREFERRED, f"{why}: σBPS rescales them")
+    skewed = f.skewness > SKEWED or f.tail_growth < HEAVY_TAILS
+    if skewed:
+        rule("sgbd", PREFERRED + 0.5,
+             f"skewed or heavy-tailed posterior (skewness {_fmt(f.skewness)}, tail growth "
+             f"{_fmt(f.tail_growth)}): Barker moves stay accurate where Langevin is biased",
+             variant="corrected")
+    if f.gradient_kurtosis > WILD_GRADIENTS:
+        rule("sgbd", PREFERRED + 0.5,
+             f"wild per-example gradients (kurtosis {_fmt(f.gradient_kurtosis)}): SGBD's bounded "
+             "moves do not blow up", variant="corrected")
+    if f.quadratic_misfit > NON_GAUSSIAN_MISFIT and not skewed:
+        rule("sbps", PREFERRED + 0.5,
+             f"non-Gaussian posterior (misfit {_fmt(f.quadratic_misfit)}): SBPS needs no "
+             "reference and its bias is controlled by k")
+        rule("psbps", PREFERRED, "non-Gaussian posterior: preconditioned SBPS")
+    rule("sgld", COMPATIBLE, "baseline: cheap, but biased at any fixed step")
+    if not math.isfinite(f.quadratic_misfit):
+        rule("sbps", PREFERRED, "probe features unavailable: SBPS makes no Gaussian assumption")
+    return _sorted(scores, params, reasons)
+
+
+def _sorted(scores: dict, params: dict, reasons: dict) -> list[Candidate]:
+    order = {name: i for i, name in enumerate(PREFERENCE)}
+    ranked = sorted(scores, key=lambda name: (-scores[name], order[name]))
+    return [
+        Candidate(name, scores[name], params[name], tuple(reasons[name]))
+        for name in ranked
+        if scores[name] > INCOMPATIBLE
+    ]
+
+
+__all__ = ["Candidate", "rank_candidates"]

@@ -1,0 +1,81 @@
+"""The selector's output: which kernel, with which parameters, and why."""
+
+from __future__ import annotations
+
+import json
+from typing import NamedTuple
+
+from pplsamplers.select.competence import Candidate
+from pplsamplers.select.features import ModelFeatures, features_table
+
+
+class Decision(NamedTuple):
+    """A sampler choice with its evidence.
+
+    Attributes
+    ----------
+    kernel
+        Registry name of the chosen sampler (see :data:`pplsamplers.samplers.SAMPLERS`).
+    params
+        Constructor parameters chosen for it.
+    reasons
+        Plain-language reasons, most important first.
+    scores
+        ``{candidate: score}``: competence levels (rules) or ESS per epoch (pilot).
+    features
+        The :class:`~pplsamplers.select.features.ModelFeatures` the choice was made from.
+    ranking
+        Every candidate considered, best first, with its own reasons.
+    strategy
+        ``"rules"`` or ``"pilot"``.
+    pilot
+        Pilot measurements per candidate (empty for rules): ESS/epoch, KSD, rejected flag.
+    """
+
+    kernel: str
+    params: dict
+    reasons: tuple[str, ...]
+    scores: dict
+    features: ModelFeatures
+    ranking: tuple[Candidate, ...]
+    strategy: str = "rules"
+    pilot: dict = {}
+
+    def explain(self, print_it: bool = True) -> str:
+        """The decision as a readable table (printed unless ``print_it=False``)."""
+        lines = [f"AutoSampler ({self.strategy}) chose: {self.kernel}"
+                 + (f"  {self.params}" if self.params else "")]
+        lines += [f"  because {reason}" for reason in self.reasons]
+        lines.append("")
+        score_name = "ESS/epoch" if self.strategy == "pilot" else "score"
+        lines.append(f"  {'candidate':<12} {score_name:>10}  {'note'}")
+        for candidate in self.ranking:
+            score = self.scores.get(candidate.name, float("nan"))
+            note = candidate.reasons[0] if candidate.reasons else ""
+            if candidate.name in self.pilot:
+                measured = self.pilot[candidate.name]
+                note = (f"KSD {measured['ksd']:.3g}" + (" REJECTED by bias guard"
+                        if measured["rejected"] else "") + f"; {note}")
+            lines.append(f"  {candidate.name:<12} {score:>10.3g}  {note}")
+        lines.append("")
+        lines.append("features:")
+        lines.append(features_table(self.features))
+        text = "\n".join(lines)
+        if print_it:
+            print(text)
+        return text
+
+    def to_attrs(self) -> dict[str, str]:
+        """Flat string attributes for an ArviZ DataTree (netCDF-safe)."""
+        return {
+            "pplsamplers_auto_kernel": self.kernel,
+            "pplsamplers_auto_strategy": self.strategy,
+            "pplsamplers_auto_params": json.dumps(self.params, default=str),
+            "pplsamplers_auto_reasons": " | ".join(self.reasons),
+            "pplsamplers_auto_scores": json.dumps(self.scores, default=float),
+            "pplsamplers_auto_features": json.dumps(self.features.as_dict(), default=str),
+            "pplsamplers_auto_explanation": self.explain(print_it=False),
+        }
+
+
+__all__ = ["Decision"]

@@ -1,0 +1,239 @@
+"""Cheap model features that drive sampler selection (DESIGN §3.5).
+
+Structural features come from one trace of the model.  Probe features come from a short
+MAP fit and a handful of full-data evaluations and minibatch gradients at the MAP; their
+total cost is a few dozen epochs at most, independent of the chain length.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from pplsamplers.potential import (
+    SubsampledPotential,
+    discrete_latent_sites,
+    find_map,
+    gradient_noise_variance,
+    make_potential,
+    model_info,
+)
+from pplsamplers.types import Array, PRNGKey
+
+PROBE_STEPS = (-3.0, -2.0, -1.0, 1.0, 2.0, 3.0)
+
+
+class ModelFeatures(NamedTuple):
+    """What the selector knows about a model; each field says why it matters.
+
+    Attributes
+    ----------
+    num_data
+        N.  Below a few thousand data, a full-batch NUTS gradient is cheap and exact, so
+        subsampling buys little and costs bias.
+    subsample_size
+        n.  Together with N it fixes the cost of a minibatch evaluation (``cost_ratio``).
+    dim
+        D, the number of unconstrained dimensions.  Dense-curvature methods cost O(D²).
+    has_data_plate
+        Without a data plate there is nothing to subsample: every SG kernel degenerates to
+        a full-batch one and NUTS is the right tool.
+    discrete_sites
+        Discrete latent sites: none of the gradient-based samplers can move them.
+    constrained_sites
+        Sites sampled through a bijection (e.g. a positive scale).  The Jacobian makes the
+        unconstrained posterior skewed near the boundary.
+    cost_ratio
+        n/N: the cost of one minibatch gradient relative to one full-data gradient.
+    curvature_spread
+        max/min of the diagonal Hessian at the MAP: how differently scaled the coordinates
+        are.  Large spreads hurt isotropic samplers (SGLD, SBPS, BPS) and call for diagonal
+        preconditioning (pSBPS, σBPS, pSGLD) or per-coordinate steps (SGBD).
+    correlation_condition
+        Condition number of the Hessian after diagonal rescaling (its correlation matrix).
+        1 for independent coordinates; large values mean strong correlations that only a
+        dense metric (HAMCMC's L-BFGS) or a Gaussian reference (Boomerang) removes.
+    gradient_noise_ratio
+        Median over coordinates of sd(minibatch gradient noise)/√H_jj at the MAP: noise
+        relative to the gradient one posterior sd away from the mode.  Large ratios make
+        plain minibatch PDMP rates and SGLD noisy; control variates remove most of it.
+    quadratic_misfit
+        Worst relative error of the quadratic (Laplace) prediction t²/2 of U along random
+        directions at t = ±1, ±2, ±3 posterior sds: 0 for a Gaussian posterior.  Boomerang's
+        reference and control variates pay off when this is small.
+    skewness
+        Worst |ΔU(t) − ΔU(−t)| / (ΔU(t) + ΔU(−t)) along the probe directions.  Skewed
+        posteriors are where SGBD's Barker moves beat Langevin (SGBD paper §5).
+    tail_growth
+        Smallest (ΔU(3) + ΔU(−3)) / 9: 1 for Gaussian tails, < 1 for heavier tails.
+    gradient_kurtosis
+        Largest kurtosis over coordinates of the per-example gradients at the MAP: heavy-
+        tailed covariates produce wild, occasionally huge gradients that destabilise SGLD
+        (and which SGBD's bounded moves tolerate).
+    map_position
+        The MAP (flat, unconstrained) used by the probes; reused as Boomerang/CV anchor.
+    """
+
+    num_data: int
+    subsample_size: int
+    dim: int
+    has_data_plate: bool
+    discrete_sites: tuple[str, ...]
+    constrained_sites: tuple[str, ...]
+    cost_ratio: float
+    curvature_spread: float
+    correlation_condition: float
+    gradient_noise_ratio: float
+    quadratic_misfit: float
+    skewness: float
+    tail_growth: float
+    gradient_kurtosis: float
+    map_position: Array | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        """Printable features (without the MAP vector)."""
+        out = self._asdict()
+        out.pop("map_position")
+        return out
+
+
+def _hessian_diagonal(hvp: Callable[[Array], Array], dim: int, key: PRNGKey, dtype) -> Array:
+    if dim <= 256:  # exact: one HVP per unit vector
+        return lax.map(lambda e: hvp(e) @ e, jnp.eye(dim, dtype=dtype))
+    probes = jax.random.rademacher(key, (64, dim), dtype)  # Hutchinson's estimator
+    return jnp.mean(lax.map(lambda z: z * hvp(z), probes), axis=0)
+
+
+def _extreme_eigenvalues(matvec: Callable[[Array], Array], dim: int, key: PRNGKey, dtype):
+    def power(op: Callable[[Array], Array], v: Array) -> Array:
+        v = lax.fori_loop(0, 40, lambda _, w: op(w) / jnp.maximum(jnp.linalg.norm(op(w)), 1e-300), v)
+        return v @ op(v)
+
+    v0 = jax.random.normal(key, (dim,), dtype)
+    v0 = v0 / jnp.linalg.norm(v0)
+    largest = power(matvec, v0)
+    smallest = largest - power(lambda v: largest * v - matvec(v), v0)
+    return largest, smallest
+
+
+def probe_features(
+    rng_key: PRNGKey, potential: SubsampledPotential, map_steps: int = 300
+) -> dict[str, float | Array]:
+    """The probe features of :class:`ModelFeatures` for a potential."""
+    map_key, diag_key, eig_key, noise_key, dir_key = jax.random.split(rng_key, 5)
+    x_map = find_map(map_key, potential, num_steps=map_steps).position
+    dtype = x_map.dtype
+    grad = lambda x: potential.full_value_and_grad(x)[1]
+    hvp = jax.jit(lambda v: jax.jvp(grad, (x_map,), (v,))[1])
+    diag = jnp.abs(_hessian_diagonal(hvp, potential.dim, diag_key, dtype))
+    diag = jnp.maximum(diag, 1e-12 * jnp.max(diag) + 1e-300)
+    inv_sqrt = 1.0 / jnp.sqrt(diag)
+    largest, smallest = _extreme_eigenvalues(
+        lambda v: inv_sqrt * hvp(inv_sqrt * v), potential.dim, eig_key, dtype
+    )
+    correlation_condition = float(largest / smallest) if smallest > 1e-9 * largest else 1e9
+
+    if potential.full_batch:
+        noise_ratio, kurtosis = 0.0, 0.0
+    else:
+        keys = jax.random.split(noise_key, 4)
+        noise = jnp.mean(jnp.stack([gradient_noise_variance(k, potential, x_map) for k in keys]), 0)
+        noise_ratio = float(jnp.median(jnp.sqrt(noise / diag)))
+        idx = jnp.concatenate([potential.sample_indices(k) for k in keys])
+        per_example = potential.per_example_grads(x_map, idx)
+        centred = per_example - per_example.mean(0)
+        var = jnp.mean(centred**2, 0)
+        kurt = jnp.mean(centred**4, 0) / jnp.where(var > 0, var**2, 1.0)
+        kurtosis = float(jnp.max(jnp.where(var > 0, kurt, 0.0)))
+
+    directions = jax.random.normal(dir_key, (8, potential.dim), dtype) * inv_sqrt
+    curvature = jax.vmap(lambda u: u @ hvp(u))(directions)
+    directions = directions / jnp.sqrt(jnp.maximum(curvature, 1e-300))[:, None]
+    value = lambda x: potential.full_value_and_grad(x)[0]
+    center = value(x_map)
+    steps = jnp.asarray(PROBE_STEPS, dtype)
+    rise = lax.map(lambda u: lax.map(lambda t: value(x_map + t * u) - center, steps), directions)
+    rise = jnp.where(jnp.isfinite(rise), rise, 1e6)
+    quadratic = steps**2 / 2
+    misfit = float(jnp.max(jnp.abs(rise - quadratic) / quadratic))
+    pos, neg = rise[:, 4], rise[:, 1]  # t = +2, −2
+    skew = float(jnp.max(jnp.abs(pos - neg) / jnp.maximum(jnp.abs(pos + neg), 1e-12)))
+    tails = float(jnp.min((rise[:, 5] + rise[:, 0]) / 9.0))
+    return dict(
+        curvature_spread=float(jnp.max(diag) / jnp.min(diag)),
+        correlation_condition=correlation_condition,
+        gradient_noise_ratio=noise_ratio,
+        quadratic_misfit=misfit,
+        skewness=skew,
+        tail_growth=tails,
+        gradient_kurtosis=kurtosis,
+        map_position=x_map,
+    )
+
+
+def model_features(
+    model: Callable,
+    model_args: tuple = (),
+    model_kwargs: dict | None = None,
+    *,
+    subsample_size: int | None = None,
+    data_plate: str | None = None,
+    rng_key: PRNGKey | None = None,
+    probe: bool = True,
+) -> ModelFeatures:
+    """Compute :class:`ModelFeatures` for a NumPyro model and its data.
+
+    ``probe=False`` skips the MAP-based probes (their fields are NaN).  Models with
+    discrete latent sites get only their structural features.
+
+    Examples
+    --------
+    >>> import jax
+    >>> from models import linear_gaussian
+    >>> args, kwargs = linear_gaussian.load_data(N=200, D=2)
+    >>> f = model_features(linear_gaussian.model, args, kwargs, subsample_size=20)
+    >>> f.dim, f.num_data, f.quadratic_misfit < 1e-6
+    (2, 200, True)
+    """
+    model_kwargs = dict(model_kwargs or {})
+    key = jax.random.PRNGKey(0) if rng_key is None else rng_key
+    discrete = tuple(discrete_latent_sites(model, model_args, model_kwargs))
+    nan = float("nan")
+    probes = dict(curvature_spread=nan, correlation_condition=nan, gradient_noise_ratio=nan,
+                  quadratic_misfit=nan, skewness=nan, tail_growth=nan, gradient_kurtosis=nan,
+                  map_position=None)
+    if discrete:
+        return ModelFeatures(num_data=0, subsample_size=0, dim=0, has_data_plate=False,
+                             discrete_sites=discrete, constrained_sites=(), cost_ratio=1.0,
+                             **probes)
+    info = model_info(model, model_args, model_kwargs, data_plate)
+    potential = make_potential(model, model_args, model_kwargs, subsample_size,
+                               data_plate=data_plate)
+    if probe:
+        probes = probe_features(key, potential)
+    return ModelFeatures(
+        num_data=potential.N,
+        subsample_size=potential.n,
+        dim=potential.dim,
+        has_data_plate=info.data_plate is not None,
+        discrete_sites=(),
+        constrained_sites=tuple(info.constrained_sites),
+        cost_ratio=potential.n / potential.N,
+        **probes,
+    )
+
+
+def features_table(features: ModelFeatures) -> str:
+    """The features as aligned ``name  value`` lines."""
+    rows = []
+    for name, value in features.as_dict().items():
+        text = f"{value:.3g}" if isinstance(value, float) and np.isfinite(value) else str(value)
+        rows.append(f"  {name:<22} {text}")
+    return "\n".join(rows)
+
+
+__all__ = ["ModelFeatures", "features_table", "model_features", "probe_features"]
