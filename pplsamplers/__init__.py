@@ -1,26 +1,50 @@
 """pplsamplers: minibatch MCMC kernels for ordinary NumPyro models, analysed with ArviZ."""
 
-from pplsamplers.infer import PSGLD, SGLD, SamplerState, SubsampledKernel
+from pplsamplers.diagnostics import (
+    accuracy,
+    ess_per_epoch,
+    full_data_scores,
+    kernel_stein_discrepancy,
+    min_ess,
+)
+from pplsamplers.infer import PSGLD, SGLD, AutoSampler, SamplerState, SubsampledKernel, to_arviz
+from pplsamplers.pdmp import integrate, run_skeleton
 from pplsamplers.potential import (
     SubsampledPotential,
+    all_data_model,
     build_potential,
     find_map,
     make_potential,
     with_batch_size,
     with_control_variate,
 )
+from pplsamplers.select import Decision, ModelFeatures, model_features, rank_candidates
 
 __version__ = "0.1.0"
 
 __all__ = [
     "PSGLD",
     "SGLD",
+    "AutoSampler",
+    "Decision",
+    "ModelFeatures",
     "SamplerState",
     "SubsampledKernel",
     "SubsampledPotential",
+    "accuracy",
+    "all_data_model",
     "build_potential",
+    "ess_per_epoch",
     "find_map",
+    "full_data_scores",
+    "integrate",
+    "kernel_stein_discrepancy",
     "make_potential",
+    "min_ess",
+    "model_features",
+    "rank_candidates",
+    "run_skeleton",
+    "to_arviz",
     "with_batch_size",
     "with_control_variate",
 ]

@@ -6,13 +6,14 @@ from typing import Callable
 
 from numpyro.infer import NUTS, DiscreteHMCGibbs
 
-from pplsamplers.infer import PSGLD, SGLD
+from pplsamplers.infer import PSGLD, SGLD, AutoSampler
 from pplsamplers.potential import all_data_model
 
 SAMPLERS: dict[str, Callable] = {
     "sgld": SGLD,
     "psgld": PSGLD,
     "nuts": NUTS,
+    "auto": AutoSampler,
 }
 """``name -> kernel class``; every class takes the model as first argument."""
 

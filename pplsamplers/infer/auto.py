@@ -12,6 +12,14 @@ DEFAULT_SUBSAMPLE_FRACTION = 0.01
 DEFAULT_SUBSAMPLE_RANGE = (100, 1000)
 
 
+def available_candidates() -> tuple[str, ...]:
+    """The competence candidates that have a registered kernel."""
+    from pplsamplers.samplers import SAMPLERS
+    from pplsamplers.select.competence import PREFERENCE
+
+    return tuple(name for name in PREFERENCE if name in SAMPLERS)
+
+
 def default_subsample_size(num_data: int) -> int:
     """1% of N, clipped to [100, 1000] and to N: the minibatch size AutoSampler uses when the
     model and the user give none."""
@@ -98,7 +106,7 @@ class AutoSampler(MCMCKernel):
                 subsample = default_subsample_size(info.data_size)
         features = model_features(self._model, model_args, model_kwargs,
                                   subsample_size=subsample, data_plate=data_plate)
-        ranking = tuple(rank_candidates(features, self.candidates))
+        ranking = tuple(rank_candidates(features, self.candidates or available_candidates()))
         if not ranking:
             raise ValueError("no candidate sampler is compatible with this model.")
         shared = {"subsample_size": subsample} if subsample is not None else {}

@@ -123,32 +123,40 @@ def _extreme_eigenvalues(matvec: Callable[[Array], Array], dim: int, key: PRNGKe
 def probe_features(
     rng_key: PRNGKey, potential: SubsampledPotential, map_steps: int = 300
 ) -> dict[str, float | Array]:
-    """The probe features of :class:`ModelFeatures` for a potential."""
-    map_key, diag_key, eig_key, noise_key, dir_key = jax.random.split(rng_key, 5)
+    """The probe features of :class:`ModelFeatures` for a potential (one jit-compiled probe)."""
+    map_key, probe_key = jax.random.split(rng_key)
     x_map = find_map(map_key, potential, num_steps=map_steps).position
+    values = jax.jit(lambda key, x: _probe_arrays(key, potential, x))(probe_key, x_map)
+    out = {name: float(value) for name, value in values.items()}
+    out["map_position"] = x_map
+    return out
+
+
+def _probe_arrays(key: PRNGKey, potential: SubsampledPotential, x_map: Array) -> dict[str, Array]:
+    diag_key, eig_key, noise_key, dir_key = jax.random.split(key, 4)
     dtype = x_map.dtype
     grad = lambda x: potential.full_value_and_grad(x)[1]
-    hvp = jax.jit(lambda v: jax.jvp(grad, (x_map,), (v,))[1])
+    hvp = lambda v: jax.jvp(grad, (x_map,), (v,))[1]
     diag = jnp.abs(_hessian_diagonal(hvp, potential.dim, diag_key, dtype))
     diag = jnp.maximum(diag, 1e-12 * jnp.max(diag) + 1e-300)
     inv_sqrt = 1.0 / jnp.sqrt(diag)
     largest, smallest = _extreme_eigenvalues(
         lambda v: inv_sqrt * hvp(inv_sqrt * v), potential.dim, eig_key, dtype
     )
-    correlation_condition = float(largest / smallest) if smallest > 1e-9 * largest else 1e9
+    correlation_condition = jnp.where(smallest > 1e-9 * largest, largest / smallest, 1e9)
 
     if potential.full_batch:
-        noise_ratio, kurtosis = 0.0, 0.0
+        noise_ratio = kurtosis = jnp.zeros((), dtype)
     else:
         keys = jax.random.split(noise_key, 4)
-        noise = jnp.mean(jnp.stack([gradient_noise_variance(k, potential, x_map) for k in keys]), 0)
-        noise_ratio = float(jnp.median(jnp.sqrt(noise / diag)))
-        idx = jnp.concatenate([potential.sample_indices(k) for k in keys])
+        noise = jnp.mean(jax.vmap(lambda k: gradient_noise_variance(k, potential, x_map))(keys), 0)
+        noise_ratio = jnp.median(jnp.sqrt(noise / diag))
+        idx = jax.vmap(potential.sample_indices)(keys).reshape(-1)
         per_example = potential.per_example_grads(x_map, idx)
         centred = per_example - per_example.mean(0)
         var = jnp.mean(centred**2, 0)
         kurt = jnp.mean(centred**4, 0) / jnp.where(var > 0, var**2, 1.0)
-        kurtosis = float(jnp.max(jnp.where(var > 0, kurt, 0.0)))
+        kurtosis = jnp.max(jnp.where(var > 0, kurt, 0.0))
 
     directions = jax.random.normal(dir_key, (8, potential.dim), dtype) * inv_sqrt
     curvature = jax.vmap(lambda u: u @ hvp(u))(directions)
@@ -159,19 +167,15 @@ def probe_features(
     rise = lax.map(lambda u: lax.map(lambda t: value(x_map + t * u) - center, steps), directions)
     rise = jnp.where(jnp.isfinite(rise), rise, 1e6)
     quadratic = steps**2 / 2
-    misfit = float(jnp.max(jnp.abs(rise - quadratic) / quadratic))
     pos, neg = rise[:, 4], rise[:, 1]  # t = +2, −2
-    skew = float(jnp.max(jnp.abs(pos - neg) / jnp.maximum(jnp.abs(pos + neg), 1e-12)))
-    tails = float(jnp.min((rise[:, 5] + rise[:, 0]) / 9.0))
     return dict(
-        curvature_spread=float(jnp.max(diag) / jnp.min(diag)),
+        curvature_spread=jnp.max(diag) / jnp.min(diag),
         correlation_condition=correlation_condition,
         gradient_noise_ratio=noise_ratio,
-        quadratic_misfit=misfit,
-        skewness=skew,
-        tail_growth=tails,
+        quadratic_misfit=jnp.max(jnp.abs(rise - quadratic) / quadratic),
+        skewness=jnp.max(jnp.abs(pos - neg) / jnp.maximum(jnp.abs(pos + neg), 1e-12)),
+        tail_growth=jnp.min((rise[:, 5] + rise[:, 0]) / 9.0),
         gradient_kurtosis=kurtosis,
-        map_position=x_map,
     )
 
 

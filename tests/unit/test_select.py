@@ -1,0 +1,139 @@
+"""Selector: features on models with known structure, every competence branch, KSD."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pytest
+
+from models import linear_gaussian, logistic_regression
+from pplsamplers.diagnostics import kernel_stein_discrepancy
+from pplsamplers.select import ModelFeatures, model_features, rank_candidates
+from pplsamplers.select import competence as C
+
+
+def diagonal_gaussian_data(N=400, D=4):
+    # orthogonal design columns with different scales: the posterior is exactly diagonal
+    A = np.zeros((N, D))
+    for j in range(D):
+        A[j::D, j] = 1.0 + j
+    x = A @ np.arange(1.0, D + 1) + np.random.default_rng(0).normal(size=N)
+    return (jnp.asarray(A), jnp.asarray(x)), {"noise_var": 1.0}
+
+
+def heavy_tailed_model(y):
+    theta = numpyro.sample("theta", dist.StudentT(1.5, 0.0, 1.0).expand([2]).to_event(1))
+    with numpyro.plate("data", y.shape[0]) as idx:
+        numpyro.sample("y", dist.Normal(theta.sum(), 30.0), obs=y[idx])
+
+
+def test_diagonal_gaussian_has_no_correlation():
+    args, kwargs = diagonal_gaussian_data()
+    f = model_features(linear_gaussian.model, args, kwargs, subsample_size=40)
+    np.testing.assert_allclose(f.correlation_condition, 1.0, atol=1e-6)
+    assert f.quadratic_misfit < 1e-8 and f.skewness < 1e-8
+    assert abs(f.tail_growth - 1.0) < 1e-8
+    assert f.curvature_spread > 5  # the scales 1..4 squared: spread ≈ 16
+
+
+def test_correlated_design_is_flagged():
+    args, kwargs = linear_gaussian.load_data(N=400, D=6, correlation=0.95)
+    f = model_features(linear_gaussian.model, args, kwargs, subsample_size=40)
+    assert f.correlation_condition > C.STRONG_CORRELATION
+
+
+def test_ill_conditioned_design_yields_large_spread():
+    well = logistic_regression.load_data(N=4000, d=4, seed=1)
+    args, kwargs = well
+    X = args[0] * jnp.array([30.0, 1.0, 1.0, 0.05])  # covariate scales differ by 600x
+    f_ill = model_features(logistic_regression.model, (X, args[1]), kwargs, subsample_size=100)
+    f_well = model_features(logistic_regression.model, args, kwargs, subsample_size=100)
+    assert f_ill.curvature_spread > C.SCALE_SPREAD > f_well.curvature_spread
+
+
+def test_heavy_tailed_model_is_flagged():
+    y = jnp.asarray(np.random.default_rng(1).normal(size=20))
+    f = model_features(heavy_tailed_model, (y,))
+    assert f.tail_growth < C.HEAVY_TAILS
+    ranked = rank_candidates(f._replace(num_data=10**6, has_data_plate=True))
+    assert ranked[0].name == "sgbd" and "heavy-tailed" in " ".join(ranked[0].reasons)
+
+
+def _features(**changes):
+    base = ModelFeatures(num_data=100_000, subsample_size=1000, dim=20, has_data_plate=True,
+                         discrete_sites=(), constrained_sites=(), cost_ratio=0.01,
+                         curvature_spread=2.0, correlation_condition=2.0,
+                         gradient_noise_ratio=5.0, quadratic_misfit=0.02, skewness=0.01,
+                         tail_growth=1.0, gradient_kurtosis=5.0)
+    return base._replace(**changes)
+
+
+@pytest.mark.parametrize(
+    "changes, best, phrase",
+    [
+        (dict(num_data=500), "nuts", "a full-data gradient is cheap"),
+        (dict(has_data_plate=False), "nuts", "no data plate"),
+        (dict(discrete_sites=("k",), num_data=200), "nuts", "DiscreteHMCGibbs"),
+        ({}, "boomerang", "Laplace approximation"),
+        (dict(correlation_condition=500.0, quadratic_misfit=0.3), "hamcmc", "strong correlations"),
+        (dict(skewness=0.6, quadratic_misfit=0.4), "sgbd", "skewed"),
+        (dict(gradient_kurtosis=400.0, quadratic_misfit=0.3), "sgbd", "wild per-example"),
+        (dict(quadratic_misfit=3.0), "sbps", "non-Gaussian"),
+        (dict(curvature_spread=1e3, quadratic_misfit=0.3), "psbps", "rescales"),
+    ],
+)
+def test_every_competence_branch(changes, best, phrase):
+    ranked = rank_candidates(_features(**changes))
+    assert ranked[0].name == best, [(c.name, c.score) for c in ranked]
+    assert phrase in " ".join(ranked[0].reasons)
+    assert all(r for c in ranked for r in c.reasons)  # every candidate says why
+
+
+def test_boomerang_gets_control_variates_and_candidates_restrict():
+    ranked = rank_candidates(_features())
+    assert ranked[0].params == {"control_variate": True}
+    assert [c.name for c in rank_candidates(_features(), ["sgld", "sbps"])] in (
+        ["sbps", "sgld"], ["sgld", "sbps"])
+    with pytest.raises(ValueError, match="unknown candidates"):
+        rank_candidates(_features(), ["magic"])
+
+
+def test_discrete_sites_with_large_n_raise():
+    with pytest.raises(ValueError, match="discrete latent site"):
+        rank_candidates(_features(discrete_sites=("k",)))
+    ranked = rank_candidates(_features(discrete_sites=("k",), num_data=100))
+    assert [c.name for c in ranked] == ["nuts"] and ranked[0].params == {"discrete": True}
+
+
+def test_ksd_ranks_exact_draws_below_biased_draws():
+    key = jax.random.key(0)
+    cov = jnp.array([[1.0, 0.8], [0.8, 1.0]])
+    precision = jnp.linalg.inv(cov)
+    draws = jax.random.normal(key, (500, 2)) @ jnp.linalg.cholesky(cov).T
+    score = lambda x: -x @ precision
+    exact = kernel_stein_discrepancy(draws, score(draws))
+    shifted = kernel_stein_discrepancy(draws + 0.5, score(draws + 0.5))
+    wide = kernel_stein_discrepancy(1.5 * draws, score(1.5 * draws))
+    # margin: both biased samples must score at least twice the exact one
+    assert shifted > 2 * exact and wide > 2 * exact, (exact, shifted, wide)
+
+
+def test_ksd_chunked_equals_unchunked_and_matches_autodiff_stein_kernel():
+    x = jax.random.normal(jax.random.key(1), (70, 3))
+    s = -x
+    full = kernel_stein_discrepancy(x, s, chunk_size=None, lengthscale=1.3)
+    chunked = kernel_stein_discrepancy(x, s, chunk_size=16, lengthscale=1.3)
+    np.testing.assert_allclose(full, chunked, rtol=1e-12)
+
+    def imq(a, b):
+        return (1.0 + jnp.sum((a - b) ** 2) / 1.3**2) ** -0.5
+
+    def stein(a, b, sa, sb):
+        grad_a = jax.grad(imq, 0)(a, b)
+        grad_b = jax.grad(imq, 1)(a, b)
+        trace = jnp.trace(jax.jacfwd(jax.grad(imq, 1), 0)(a, b))
+        return sa @ sb * imq(a, b) + sa @ grad_b + sb @ grad_a + trace
+
+    pairs = jax.vmap(lambda a, sa: jax.vmap(lambda b, sb: stein(a, b, sa, sb))(x, s))(x, s)
+    np.testing.assert_allclose(full, jnp.sqrt(pairs.sum()) / x.shape[0], rtol=1e-10)
