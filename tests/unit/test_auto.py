@@ -1,0 +1,51 @@
+"""AutoSampler through NumPyro's MCMC: decides in init, explains, delegates, reports to ArviZ."""
+
+import jax
+import numpy as np
+import pytest
+from numpyro.infer import MCMC
+
+from models import linear_gaussian, logistic_regression
+from pplsamplers import AutoSampler, to_arviz
+from pplsamplers.infer.auto import default_subsample_size
+
+
+def test_small_n_chooses_nuts_and_explains(capsys):
+    args, kwargs = linear_gaussian.load_data(N=300, D=2)
+    mcmc = MCMC(AutoSampler(linear_gaussian.model), num_warmup=100, num_samples=100,
+                progress_bar=False)
+    mcmc.run(jax.random.key(0), *args, **kwargs)
+    decision = mcmc.sampler.decision
+    assert decision.kernel == "nuts" and decision.strategy == "rules"
+    text = decision.explain()
+    assert "AutoSampler (rules) chose: nuts" in capsys.readouterr().out
+    assert "quadratic_misfit" in text and "N = 300" in text
+    samples = mcmc.get_samples()["theta"]
+    mean, cov = linear_gaussian.posterior(*args, **kwargs)
+    np.testing.assert_allclose(samples.mean(0), mean, atol=5 * np.sqrt(np.diag(cov)).max() / 5)
+    idata = to_arviz(mcmc)
+    assert idata.attrs["pplsamplers_auto_kernel"] == "nuts"
+    assert "N = 300" in idata.attrs["pplsamplers_auto_reasons"]
+
+
+def test_pilot_runs_candidates_and_respects_the_guard():
+    (X, y), _ = logistic_regression.load_data(N=6000, d=3, seed=2)
+    sampler = AutoSampler(logistic_regression.model, strategy="pilot",
+                          candidates=["sgld", "psgld"],
+                          pilot_options=dict(budget_epochs=5.0, ksd_points=50))
+    mcmc = MCMC(sampler, num_warmup=50, num_samples=50, progress_bar=False)
+    mcmc.run(jax.random.key(1), X, y)
+    decision = sampler.decision
+    assert decision.strategy == "pilot" and set(decision.pilot) == {"sgld", "psgld"}
+    assert not decision.pilot[decision.kernel]["rejected"]
+    for result in decision.pilot.values():
+        assert result["ksd"] > 0 and result["ess_per_epoch"] > 0 and result["epochs"] > 0
+    assert decision.params["subsample_size"] == default_subsample_size(6000) == 100
+    assert mcmc.get_samples()["w"].shape == (50, 3)
+    assert "ESS/epoch" in decision.explain(print_it=False)
+
+
+def test_default_subsample_size_and_bad_strategy():
+    assert [default_subsample_size(n) for n in (50, 5_000, 50_000, 10**7)] == [50, 100, 500, 1000]
+    with pytest.raises(ValueError, match="strategy"):
+        AutoSampler(linear_gaussian.model, strategy="guess")
