@@ -1,0 +1,309 @@
+"""Hessian-approximated MCMC (HAMCMC): stochastic quasi-Newton Langevin (Şimşekli et al. 2016).
+
+Alg. 1 / eq. (10): for t > 2M, with a fresh minibatch Ω_t and z ~ N(0, I),
+
+    θ_t = θ_{t−M} − ε_t H_t ∇Ũ_{Ω_t}(θ_{t−M}) + √(2ε_t) S_t z,          S_t S_tᵀ = H_t,
+    s_t = θ_t − θ_{t−M},   y_t = ∇Ũ_{Ω_t}(θ_t) − ∇Ũ_{Ω_t}(θ_{t−M}) + λ s_t.
+
+``H_t`` is the L-BFGS inverse Hessian (eq. 6, ``H⁰ = γ I``) of the M−1 pairs
+τ = t−M+1, …, t−1.  None of them involves θ_{t−M}, so H_t does not depend on the point it
+moves and the Langevin correction term Γ (eq. 9) vanishes (§3.2, App. A): each of the M
+interleaved sub-chains is a preconditioned SGLD with a state-independent metric.  Both
+gradients of a pair use the same minibatch (data consistency), so a step costs two
+minibatch gradients, ``data_evals = 2n``.  ``λ`` is the trust-region shift ``y += λ s``
+(L-BFGS then approximates ``(∇²U + λI)⁻¹``); pairs with ``sᵀy ≤ 0`` are skipped and counted.
+``H_t g`` uses the two-loop recursion (O(MD)) and ``S_t z`` the product form of eq. (11)
+(O(M²D), with the erratum fixed, see :mod:`pplsamplers.kernels.lbfgs`).  No D×D matrix is
+formed: memory is O(MD).
+
+Start (Alg. 1 takes θ_0, …, θ_{2M} as input): the first 2M states are SGLD steps
+θ_t = θ_{t−M} − ε' ∇Ũ(θ_{t−M}) + √(2ε') ξ, i.e. M interleaved SGLD chains of two steps from
+θ_0 (θ_{t−M} := θ_0 for t < M), with ε' = γ ε_t by default (SGLD with the initial metric
+H⁰ = γI).  They use the same two gradients and fill the pair memory, so every step costs
+exactly 2n data.
+Step size: constant, or ε_t = (a/t_k)^0.51 with t_k = M⌈t/M⌉, constant within each block of
+M steps as Condition 1 requires.
+
+The state stores the last M states and M−1 pairs in ring buffers indexed by ``t mod M`` and
+``t mod (M−1)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from pplsamplers.kernels import lbfgs
+from pplsamplers.potential import SubsampledPotential
+from pplsamplers.types import Array, PRNGKey
+
+Schedule = Literal["constant", "polynomial"]
+
+
+class HAMCMCState(NamedTuple):
+    """Everything the next step needs (O(MD) memory).
+
+    Attributes
+    ----------
+    position
+        The most recent sample θ_{t−1}, shape ``(D,)``.
+    history
+        Ring buffer ``(M, D)`` of θ_{t−M}, …, θ_{t−1}; θ_τ lives in slot ``τ mod M``.
+    s_memory, y_memory
+        Ring buffers ``(M−1, D)`` of the pairs; pair τ lives in slot ``τ mod (M−1)``.
+    pair_valid
+        ``(M−1,)``: the pair is filled and passed the curvature test ``sᵀy > 0``.
+    pair_time
+        ``(M−1,)`` int: the τ of each stored pair (−1 while empty).
+    iteration
+        Number of steps taken so far, ``t − 1`` for the next step t.
+    num_skipped_pairs
+        Running count of pairs rejected by the curvature test.
+    """
+
+    position: Array
+    history: Array
+    s_memory: Array
+    y_memory: Array
+    pair_valid: Array
+    pair_time: Array
+    iteration: Array
+    num_skipped_pairs: Array
+
+
+class HAMCMCInfo(NamedTuple):
+    """Per-step diagnostics.
+
+    ``data_evals`` is per-datum likelihood terms evaluated (2n: two minibatch gradients);
+    ``skipped_pairs`` is 1 if this step's new pair failed ``sᵀy > 0`` (its sum over draws is
+    the number skipped); ``step_size`` is ε_t; ``curvature`` is the new pair's ``sᵀy``;
+    ``sgld_start`` flags the first 2M steps.
+    """
+
+    data_evals: Array
+    skipped_pairs: Array
+    step_size: Array
+    curvature: Array
+    sgld_start: Array
+
+
+def validate_config(
+    step_size: float | Array,
+    memory_size: int,
+    damping: float | Array,
+    initial_scale: float | Array,
+    schedule: str = "constant",
+    sgld_step_size: float | Array | None = None,
+) -> None:
+    """Raise ``ValueError`` naming the argument when a HAMCMC setting is invalid.
+
+    Traced values (a hyperparameter grid under ``jax.vmap``) cannot be checked and pass.
+    """
+
+    def number(value: object, name: str) -> float | None:
+        if isinstance(value, jax.core.Tracer):
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float | jax.Array):
+            raise ValueError(f"{name} must be a number; got {value!r}.")
+        if jnp.ndim(value) != 0:
+            raise ValueError(f"{name} must be a scalar; got shape {jnp.shape(value)}.")
+        return float(value)
+
+    def positive(value: object, name: str, symbol: str) -> None:
+        number_ = number(value, name)
+        if number_ is not None and not 0 < number_ < float("inf"):
+            raise ValueError(f"{name} ({symbol}) must be a finite number > 0; got {value!r}.")
+
+    positive(step_size, "step_size", "ε, or a of the (a/t)^0.51 schedule")
+    if isinstance(memory_size, bool) or not isinstance(memory_size, int) or memory_size < 2:
+        raise ValueError(
+            f"memory_size (M) must be a Python integer >= 2: the pairs then exclude θ_(t−M); "
+            f"got {memory_size!r}."
+        )
+    damping_ = number(damping, "damping")
+    if damping_ is not None and not 0 <= damping_ < float("inf"):
+        raise ValueError(
+            f"damping (λ, trust region y += λ s) must be finite and >= 0; got {damping!r}."
+        )
+    positive(initial_scale, "initial_scale", "γ of H⁰ = γI")
+    if schedule not in ("constant", "polynomial"):
+        raise ValueError(f"schedule must be 'constant' or 'polynomial'; got {schedule!r}.")
+    if sgld_step_size is not None:
+        positive(sgld_step_size, "sgld_step_size", "step of the SGLD start")
+
+
+def init(position: Array, memory_size: int = 2) -> HAMCMCState:
+    """Initial state θ_0 = ``position``, empty pair memory.
+
+    Parameters
+    ----------
+    position
+        Flat starting point, shape ``(D,)``.
+    memory_size
+        M ≥ 2 (the same value as given to :func:`build_kernel`).
+    """
+    validate_config(1.0, memory_size, 0.0, 1.0)
+    position = jnp.asarray(position)
+    num_pairs = memory_size - 1
+    empty = jnp.zeros((num_pairs,) + position.shape, position.dtype)
+    return HAMCMCState(
+        position=position,
+        history=jnp.broadcast_to(position, (memory_size,) + position.shape),
+        s_memory=empty,
+        y_memory=empty,
+        pair_valid=jnp.zeros(num_pairs, bool),
+        pair_time=jnp.full(num_pairs, -1, jnp.int32),
+        iteration=jnp.asarray(0, jnp.int32),
+        num_skipped_pairs=jnp.asarray(0, jnp.int32),
+    )
+
+
+def step_size_at(
+    t: Array, step_size: float, memory_size: int, schedule: Schedule, exponent: float = 0.51
+) -> Array:
+    """ε_t: ``step_size`` (constant), or ``(step_size / (M⌈t/M⌉))^exponent`` (polynomial).
+
+    The polynomial schedule is the paper's ε_t = (a/t)^0.51 (§4.1), held constant within each
+    block ⌊(t−1)/M⌋ as Condition 1 requires.
+    """
+    if schedule == "constant":
+        return jnp.asarray(step_size, dtype=jnp.result_type(float))
+    block_end = memory_size * ((t - 1) // memory_size + 1)
+    return (step_size / block_end.astype(jnp.result_type(float))) ** exponent
+
+
+def chronological(buffer: Array, t: Array) -> Array:
+    """Pairs τ = t−K, …, t−1 of a ``(K, ...)`` ring buffer (slot ``τ mod K``), oldest first."""
+    num = buffer.shape[0]
+    return jnp.take(buffer, (t + jnp.arange(num)) % num, axis=0)
+
+
+def build_kernel(
+    potential: SubsampledPotential,
+    step_size: float | Array,
+    *,
+    memory_size: int = 2,
+    damping: float | Array = 1.0,
+    initial_scale: float | Array = 1.0,
+    schedule: Schedule = "constant",
+    decay_exponent: float = 0.51,
+    sgld_step_size: float | Array | None = None,
+) -> Callable[[PRNGKey, HAMCMCState], tuple[HAMCMCState, HAMCMCInfo]]:
+    """Build a HAMCMC step (Alg. 1, eqs. 6, 10, 11).
+
+    Parameters
+    ----------
+    potential
+        The minibatch potential Ũ.
+    step_size
+        ε > 0 for ``schedule="constant"``; ``a`` of ε_t = (a/t)^0.51 for ``"polynomial"``.
+    memory_size
+        M ≥ 2: each step moves θ_{t−M}; H_t uses the M−1 most recent pairs.
+    damping
+        λ ≥ 0, the trust-region shift y ← y + λ s (keeps H positive definite under noise).
+    initial_scale
+        γ > 0 of H⁰ = γI.  ε γ acts as the SGLD step size in directions the pairs miss.
+    schedule, decay_exponent
+        Step-size schedule (see :func:`step_size_at`).
+    sgld_step_size
+        Step size of the first 2M SGLD steps; ``None`` uses γ ε_t (SGLD with metric H⁰).
+
+    Returns
+    -------
+    step
+        ``step(rng_key, state) -> (state, info)``.
+
+    Examples
+    --------
+    >>> import jax, jax.numpy as jnp
+    >>> from pplsamplers.potential import build_potential
+    >>> terms = lambda x, idx: (0.5 * x @ x, jnp.zeros(idx.shape[0]))
+    >>> pot = build_potential(terms, dim=3, N=1, n=1, init_position=jnp.zeros(3))
+    >>> step = build_kernel(pot, step_size=0.1, memory_size=2)
+    >>> state = init(jnp.zeros(3), memory_size=2)
+    >>> for key in jax.random.split(jax.random.key(0), 6):
+    ...     state, info = step(key, state)
+    >>> state.position.shape, int(info.data_evals), bool(info.sgld_start)
+    ((3,), 2, False)
+    """
+    validate_config(step_size, memory_size, damping, initial_scale, schedule, sgld_step_size)
+    M = memory_size
+
+    def step(rng_key: PRNGKey, state: HAMCMCState) -> tuple[HAMCMCState, HAMCMCInfo]:
+        batch_key, noise_key = jax.random.split(rng_key)
+        t = state.iteration + 1
+        dtype = state.position.dtype
+        epsilon = step_size_at(t, step_size, M, schedule, decay_exponent).astype(dtype)
+        sgld_start = t <= 2 * M
+        idx = potential.sample_indices(batch_key)
+        z = jax.random.normal(noise_key, state.position.shape, dtype)
+
+        # θ_{t−M} sits in slot t mod M; pairs τ = t−M+1..t−1, none involving θ_{t−M}.
+        slot = t % M
+        theta_back = state.history[slot]
+        s_pairs = chronological(state.s_memory, t)
+        y_pairs = chronological(state.y_memory, t)
+        valid = chronological(state.pair_valid, t)
+
+        # eq. (10): move θ_{t−M}.  In the start (t ≤ 2M) the move is SGLD with step ε'.
+        grad_back = potential.grad(theta_back, idx)
+        preconditioned_grad = lbfgs.inverse_hessian_product(
+            s_pairs, y_pairs, valid, initial_scale, grad_back
+        )
+        factors = lbfgs.sqrt_factors(s_pairs, y_pairs, valid, initial_scale)
+        noise = lbfgs.sqrt_product(factors, initial_scale, z)
+        start_eps = (
+            initial_scale * epsilon
+            if sgld_step_size is None
+            else jnp.asarray(sgld_step_size, dtype)
+        )
+        drift = jnp.where(sgld_start, start_eps * grad_back, epsilon * preconditioned_grad)
+        diffusion = jnp.where(
+            sgld_start, jnp.sqrt(2 * start_eps) * z, jnp.sqrt(2 * epsilon) * noise
+        )
+        theta = theta_back - drift + diffusion
+
+        # memory pair on the same minibatch Ω_t (Alg. 1 line 8); trust-region shift y += λ s.
+        grad_new = potential.grad(theta, idx)
+        s_new = theta - theta_back
+        y_new = grad_new - grad_back + damping * s_new
+        s_y = jnp.dot(s_new, y_new)
+        formed = t >= M  # θ_{t−M} is θ_0 or a later state, not a placeholder
+        curvature_ok = jnp.isfinite(s_y) & (s_y > 0)
+        skipped = formed & ~curvature_ok
+
+        pair_slot = t % (M - 1)
+        new_state = HAMCMCState(
+            position=theta,
+            history=state.history.at[slot].set(theta),
+            s_memory=state.s_memory.at[pair_slot].set(s_new),
+            y_memory=state.y_memory.at[pair_slot].set(y_new),
+            pair_valid=state.pair_valid.at[pair_slot].set(formed & curvature_ok),
+            pair_time=state.pair_time.at[pair_slot].set(t.astype(jnp.int32)),
+            iteration=t,
+            num_skipped_pairs=state.num_skipped_pairs + skipped.astype(jnp.int32),
+        )
+        info = HAMCMCInfo(
+            data_evals=jnp.asarray(2 * idx.shape[0]),
+            skipped_pairs=skipped.astype(jnp.int32),
+            step_size=epsilon,
+            curvature=s_y,
+            sgld_start=sgld_start,
+        )
+        return new_state, info
+
+    return step
+
+
+__all__ = [
+    "HAMCMCInfo",
+    "HAMCMCState",
+    "build_kernel",
+    "chronological",
+    "init",
+    "step_size_at",
+    "validate_config",
+]
