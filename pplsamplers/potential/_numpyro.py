@@ -29,11 +29,15 @@ from numpyro.primitives import Messenger
 
 from pplsamplers.types import Array
 
-# When ArviZ (lazy_loader) is imported before NumPyro, ``numpyro.infer`` ends up without its
-# ``initialization`` attribute, and ``az.from_numpyro`` then fails in ``infer_dims``.  Re-attach
-# the already imported submodule so the user's import order does not matter.
-if not hasattr(numpyro.infer, "initialization"):
-    numpyro.infer.initialization = sys.modules["numpyro.infer.initialization"]
+# When ArviZ (lazy_loader) is imported before NumPyro, imported submodules such as
+# ``numpyro.infer.initialization`` and ``numpyro.infer.util`` are missing as attributes of their
+# parent package, and ``az.from_numpyro`` then fails in ``infer_dims``.  Re-attach every
+# imported numpyro submodule so the user's import order does not matter.
+for _name, _module in list(sys.modules.items()):
+    if _name.startswith("numpyro.") and _module is not None:
+        _parent, _, _child = _name.rpartition(".")
+        if _parent in sys.modules and not hasattr(sys.modules[_parent], _child):
+            setattr(sys.modules[_parent], _child, _module)
 
 
 class set_plate(Messenger):
