@@ -1,0 +1,245 @@
+"""Deterministic invariants of SBPS / pSBPS: the local regression (eq. 9–13), the slope-prior
+step, the preconditioner (eq. 17–18), the kernel's cost discipline, exact-BPS mode, negative
+slopes (Supp. E) and argument validation."""
+
+import collections
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from models import logistic_regression
+from pplsamplers.infer.sbps import PSBPS, SBPS
+from pplsamplers.kernels import sbps
+from pplsamplers.pdmp import regression
+from pplsamplers.potential import build_potential
+
+# ------------------------------------------------------------------- regression
+TIMES = np.array([0.0, 0.3, 0.5, 0.9, 1.4])
+VALUES = np.array([-2.0, -1.1, -0.2, 1.3, 2.2])
+NOISE = np.array([0.5, 0.2, 0.8, 0.3, 0.4])
+
+
+def _buffer(times=TIMES, values=VALUES, noise=NOISE, size=8):
+    buf = regression.buffer_reset(regression.buffer_init(size), times[0], values[0], noise[0])
+    for t, g, c2 in zip(times[1:], values[1:], noise[1:], strict=True):
+        buf = regression.buffer_add(buf, t, g, c2)
+    return buf
+
+
+def test_regression_posterior_matches_closed_form():
+    """β ~ posterior of G = β₀ + β₁ t + ε, ε ~ N(0, c²), β₁ ~ N(μ, σ²), β₀ flat."""
+    mu, var, last_noise = 1.5, 4.0, NOISE[-1]
+    fit = regression.fit(_buffer(), mu, var, last_noise, relative_noise_floor=0.0)
+    design = np.stack([np.ones_like(TIMES), TIMES], axis=1)
+    weights = 1.0 / NOISE
+    precision = design.T @ (weights[:, None] * design) + np.diag([0.0, 1.0 / var])
+    cov = np.linalg.inv(precision)
+    beta = cov @ (design.T @ (weights * VALUES) + np.array([0.0, mu / var]))
+    np.testing.assert_allclose(fit.slope, beta[1], rtol=1e-10)
+    for t in [1.4, 2.0, 3.7]:
+        x = np.array([1.0, t])
+        np.testing.assert_allclose(regression.predictive_mean(fit, t), x @ beta, rtol=1e-10)
+        rho2 = x @ cov @ x + last_noise  # eq. (12)
+        np.testing.assert_allclose(regression.predictive_var(fit, t), rho2, rtol=1e-10)
+        np.testing.assert_allclose(
+            regression.upper_band(fit, t, 3.0), x @ beta + 3.0 * np.sqrt(rho2), rtol=1e-10
+        )
+
+
+def test_ring_buffer_keeps_the_most_recent_observations():
+    times = np.arange(7.0)
+    buf = _buffer(times, 2.0 * times + 1.0, np.full(7, 0.1), size=4)
+    assert int(buf.count) == 7
+    assert sorted(np.asarray(buf.times).tolist()) == [3.0, 4.0, 5.0, 6.0]
+    fit = regression.fit(buf, 0.0, 1e8, 0.1, relative_noise_floor=0.0)
+    np.testing.assert_allclose(fit.slope, 2.0, rtol=1e-6)
+
+
+def test_negative_slope_is_clamped_through_the_centroid():
+    values = -VALUES  # a decreasing G̃
+    fit = regression.fit(_buffer(values=values), 0.7, 1e6, 0.1, relative_noise_floor=0.0)
+    raw = regression.fit(
+        _buffer(values=values), 0.7, 1e6, 0.1, relative_noise_floor=0.0, clamp_negative_slope=False
+    )
+    assert float(fit.raw_slope) < 0 and float(raw.slope) == float(fit.raw_slope)
+    np.testing.assert_allclose(fit.slope, 0.7)  # max(μ, 0)
+    weights = 1.0 / NOISE
+    centroid_t, centroid_g = weights @ TIMES / weights.sum(), weights @ values / weights.sum()
+    np.testing.assert_allclose(regression.predictive_mean(fit, centroid_t), centroid_g)
+
+
+def test_full_batch_noise_floor_keeps_the_fit_defined():
+    buf = _buffer(noise=np.zeros(5), values=1.0 + 2.0 * TIMES)
+    fit = regression.fit(buf, 0.0, 1e6, 0.0, relative_noise_floor=1e-2)
+    assert np.isfinite(float(fit.var_mean)) and float(fit.var_mean) > 0
+    np.testing.assert_allclose(fit.slope, 2.0, rtol=1e-6)
+    assert float(regression.upper_band(fit, 2.0, 3.0)) > 5.0
+
+
+def test_slope_prior_step_is_the_em_update():
+    fit = regression.fit(_buffer(), 1.0, 2.0, 0.4)
+    mu, var = regression.slope_prior_step(fit, 1.0, 2.0, 0.25)
+    np.testing.assert_allclose(mu, 1.0 + 0.25 * (fit.raw_slope - 1.0))
+    expected = 0.75 * 2.0 + 0.25 * ((fit.raw_slope - 1.0) ** 2 + fit.var_slope)
+    np.testing.assert_allclose(var, max(expected, (0.5 * mu) ** 2))
+    # a single observation carries no slope information: nothing moves
+    one = regression.fit(
+        regression.buffer_reset(regression.buffer_init(4), 0.0, 1.0, 0.1), 1.0, 2.0, 0.1
+    )
+    np.testing.assert_allclose(regression.slope_prior_step(one, 1.0, 2.0, 0.5), (1.0, 2.0))
+
+
+def test_preconditioner_follows_eq_17_18_with_mean_one():
+    square_avg = jnp.array([4.0, 1.0, 0.25, 9.0])
+    scale = sbps.preconditioner(square_avg, 1e-4)
+    inverse = 1.0 / (jnp.sqrt(square_avg) + 1e-4)
+    np.testing.assert_allclose(scale, inverse / inverse.mean(), rtol=1e-12)
+    np.testing.assert_allclose(scale.mean(), 1.0, rtol=1e-12)
+    np.testing.assert_array_equal(sbps.preconditioner(jnp.zeros(3), 1e-4), jnp.ones(3))
+
+
+# ----------------------------------------------------------------------- kernel
+def _gaussian_potential(dim=3, N=1, n=1):
+    prec = jnp.diag(jnp.arange(1.0, dim + 1.0))
+    terms = lambda x, idx: (0.0, 0.5 * x @ prec @ x * jnp.ones(idx.shape[0]))
+    return build_potential(terms, dim=dim, N=N, n=n, init_position=jnp.zeros(dim))
+
+
+@pytest.fixture(scope="module")
+def logreg_potential():
+    (X, y), _ = logistic_regression.load_data(N=200, d=3, seed=1)
+    terms = logistic_regression.hand_written_terms(jnp.asarray(X, float), jnp.asarray(y, float))
+    return build_potential(terms, dim=3, N=200, n=20, init_position=jnp.zeros(3))
+
+
+def _counting(potential, counter):
+    def count(name):
+        def bump():
+            counter[name] += 1
+
+        return bump
+
+    def directional(x, v, idx):
+        jax.debug.callback(count("directional"))
+        return potential.directional(x, v, idx)
+
+    def grad(x, idx):
+        jax.debug.callback(count("grad"))
+        return potential.grad(x, idx)
+
+    return potential._replace(directional=directional, grad=grad)
+
+
+def _run(step, state, num, key=1, **kwargs):
+    def body(s, k):
+        s, info = step(k, s, **kwargs)
+        return s, info
+
+    return jax.lax.scan(body, state, jax.random.split(jax.random.key(key), num))
+
+
+def test_cost_discipline_one_jvp_per_observation_and_gradient_only_on_bounces(logreg_potential):
+    counter = collections.Counter()
+    potential = _counting(logreg_potential, counter)
+    step = sbps.build_kernel(potential, k=3.0, refresh_rate=2.0, sample_interval=0.2)
+    state = sbps.init(jax.random.key(0), jnp.zeros(3), potential)
+    assert counter["directional"] == 1 and state.total_data_evals == 20
+    state, info = _run(step, state, 40)
+    jax.block_until_ready(state)
+    proposals, bounces = int(info.num_proposals.sum()), int(info.num_bounces.sum())
+    refreshes, auxiliary = int(info.num_refreshes.sum()), int(info.num_auxiliary.sum())
+    assert proposals > 50 and bounces > 5 and refreshes > 0
+    assert counter["grad"] == bounces
+    assert counter["directional"] == 1 + proposals + refreshes + auxiliary
+    assert int(info.data_evals.sum()) == 20 * (proposals + bounces + refreshes + auxiliary)
+    np.testing.assert_allclose(jnp.linalg.norm(state.velocity), 1.0, rtol=1e-12)
+    # the interval's time-averages of x and x² (eq. 19) come with every sample
+    assert info.time_average.shape == (40, 3) and info.time_average_sq.shape == (40, 3)
+    assert bool(jnp.all(info.time_average_sq >= info.time_average**2 - 1e-12))
+
+
+def test_exact_reference_mode_has_no_violations():
+    """Full batch on a Gaussian: G(t) is linear, so a large k never violates (exact BPS)."""
+    potential = _gaussian_potential()
+    step = sbps.build_kernel(potential, k=100.0, refresh_rate=1.0, sample_interval=1.0)
+    state, info = _run(step, sbps.init(jax.random.key(0), jnp.ones(3), potential), 300)
+    assert int(info.num_bounces.sum()) > 100
+    assert int(info.bound_violations.sum()) == 0
+    assert not bool(info.interval_capped.any())
+    np.testing.assert_allclose(info.sample_interval, 1.0)
+
+
+def test_negative_slopes_trigger_auxiliary_observations():
+    """A bimodal target (Supp. E): G̃ falls between modes, so look-ahead observations fire."""
+    terms = lambda x, idx: (
+        0.0,
+        (-jnp.logaddexp(-2 * (x[0] - 1.0) ** 2, -2 * (x[0] + 1.0) ** 2) + 0.5 * x[1] ** 2)
+        * jnp.ones(idx.shape[0]),
+    )
+    potential = build_potential(terms, dim=2, N=1, n=1, init_position=jnp.zeros(2))
+    # no gap-filling observations: every auxiliary observation is a Supp. E look-ahead
+    step = sbps.build_kernel(
+        potential, k=3.0, refresh_rate=0.5, sample_interval=1.0, max_observation_gap=float("inf")
+    )
+    state, info = _run(step, sbps.init(jax.random.key(0), jnp.array([1.0, 0.0]), potential), 200)
+    assert int(info.num_auxiliary.sum()) > 0
+    assert bool(jnp.all(jnp.isfinite(state.position)))
+
+
+def test_skeleton_records_bounces(logreg_potential):
+    step = sbps.build_kernel(logreg_potential, refresh_rate=1.0)
+    state = sbps.init(jax.random.key(0), jnp.zeros(3), logreg_potential)
+    path, final = sbps.skeleton(jax.random.key(1), state, step, 60)
+    assert path.positions.shape == (61, 3)
+    assert bool(jnp.all(jnp.diff(path.times) >= 0))
+    events = int(path.is_event.sum())
+    assert events == int(final.total_bounces + final.total_refreshes) > 0
+    np.testing.assert_allclose(path.positions[-1], final.position, rtol=1e-12)
+
+
+def test_psbps_adapts_then_freezes_the_preconditioner(logreg_potential):
+    step = sbps.build_kernel(logreg_potential, preconditioned=True, sample_interval=0.2)
+    state = sbps.init(jax.random.key(0), jnp.zeros(3), logreg_potential)
+    state, _ = _run(step, state, 30, adapt_preconditioner=jnp.asarray(True))
+    scale = state.direction_scale
+    assert not np.allclose(scale, 1.0)
+    np.testing.assert_allclose(scale.mean(), 1.0, rtol=1e-12)
+    later, info = _run(step, state, 20, key=2, adapt_preconditioner=jnp.asarray(False))
+    np.testing.assert_array_equal(later.direction_scale, scale)
+    assert int(info.num_bounces.sum()) > 0
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(k=0.0), "k"),
+        (dict(k=-1.0), "k"),
+        (dict(refresh_rate=-0.1), "refresh_rate"),
+        (dict(sample_interval=0.0), "sample_interval"),
+        (dict(relative_dt=0.0), "relative_dt"),
+        (dict(rmsprop_decay=1.0), "rmsprop_decay"),
+        (dict(max_events_per_sample=0), "max_events_per_sample"),
+        (dict(slope_prior_step_size=0.0), "slope_prior_step_size"),
+    ],
+)
+def test_bad_settings_raise_value_errors_naming_the_argument(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        sbps.build_kernel(_gaussian_potential(), **kwargs)
+    with pytest.raises(ValueError, match=name):
+        SBPS(logistic_regression.model, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(target_proposals=0), "target_proposals"),
+        (dict(buffer_size=0), "buffer_size"),
+        (dict(relative_refresh_rate=-1.0), "relative_refresh_rate"),
+        (dict(subsample_size=0), "subsample_size"),
+    ],
+)
+def test_adapter_validates_its_own_arguments(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        PSBPS(logistic_regression.model, **kwargs)
