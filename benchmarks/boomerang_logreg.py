@@ -1,0 +1,314 @@
+"""BPS, σBPS and the Boomerang against NumPyro NUTS and SGLD on Bayesian logistic regression.
+
+    .venv/bin/python benchmarks/boomerang_logreg.py            # N = 10^4 and 10^5 (~8 min)
+    .venv/bin/python benchmarks/boomerang_logreg.py --quick    # N = 10^4, short chains
+
+Data: ``models/logistic_regression.py``, ``load_data(N, d=20, seed=0)``, float64, one chain
+per sampler, the same key.  Every sampler starts from the MAP except NUTS (NumPyro's default
+init) and is timed end to end: model set-up, MAP / reference / control-variate set-up,
+compilation, warmup and sampling.
+
+Columns
+-------
+min ESS      smallest ArviZ bulk ESS over the 20 weights (post-warmup draws)
+total s      end to end: model set-up, MAP / reference / control variate, compilation,
+             warmup and sampling;  ESS/s = min ESS / total s
+sample s     the post-warmup sampling call alone (its compilation included); ESS/s likewise
+epochs       per-datum likelihood terms evaluated / N (warmup and set-up included; the
+             PDMP set-up is a lower bound, see ``Boomerang.setup_data_evals``)
+ESS/ep       min ESS / epochs
+mean err     max_j |mean_j − ref_j| / sd_ref_j          (DESIGN §4)
+sd err       max_j |sd_j / sd_ref_j − 1|
+bounce       PDMP bounces per sample;  viol: bound violations per 1000 proposals
+The reference is the stored long NUTS run (tests/data/logreg_N<N>_nuts.json, 4 × 2000 draws,
+made by tests/data/boomerang_reference.py), or this benchmark's own NUTS run if it is missing.
+The minibatch size is n = 100 (``--batch``) for SGLD and every PDMP.
+
+pdmp-jax (the JAX PDMP package) is imported if available; its releases pin jax < 0.5 and
+cannot be installed next to jax 0.12, so it prints "not installed" rows here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import jax  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+
+import arviz as az  # noqa: E402
+import numpy as np  # noqa: E402
+from numpyro.infer import MCMC, NUTS  # noqa: E402
+
+from models import logistic_regression  # noqa: E402
+from pplsamplers.infer.boomerang import Boomerang  # noqa: E402
+from pplsamplers.infer.bps import BPS, SigmaBPS  # noqa: E402
+from pplsamplers.infer.sgld import SGLD  # noqa: E402
+from pplsamplers.kernels import boomerang as boomerang_kernel  # noqa: E402
+from pplsamplers.kernels.boomerang_reference import curvature_diagonal  # noqa: E402
+from pplsamplers.potential import find_map, make_potential  # noqa: E402
+from pplsamplers.potential.model import all_data_model  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
+D = 20
+PDMP_FIELDS = ("data_evals", "num_bounces", "num_proposals", "bound_violations")
+
+try:  # optional comparison; see the module docstring
+    import pdmp_jax  # noqa: F401
+
+    HAVE_PDMP_JAX = True
+except ImportError:
+    HAVE_PDMP_JAX = False
+
+
+def run(
+    make,
+    data,
+    num_warmup,
+    num_samples,
+    key,
+    init_params=None,
+    fields=("data_evals",),
+    return_mcmc=False,
+):
+    """Time set-up + compilation + warmup, then sampling, separately; count data evaluations."""
+    started = time.perf_counter()
+    kernel = make()
+    mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, progress_bar=False)
+    mcmc.warmup(key, *data, init_params=init_params, collect_warmup=True, extra_fields=fields)
+    warm = {k: np.asarray(v) for k, v in mcmc.get_extra_fields().items()}
+    warmed = time.perf_counter()
+    mcmc.run(mcmc.post_warmup_state.rng_key, *data, extra_fields=fields)
+    done = time.perf_counter()
+    extra = {k: np.asarray(v) for k, v in mcmc.get_extra_fields().items()}
+    timing = {"seconds": done - started, "sample_seconds": done - warmed}
+    out = (kernel, np.asarray(mcmc.get_samples()["w"]), timing, warm, extra)
+    return out + (mcmc,) if return_mcmc else out
+
+
+def kernel_loop_row(kernel, mcmc, num_samples, N, ref_mean, ref_sd):
+    """The same frozen Boomerang kernel driven by a bare ``lax.scan`` (no NumPyro MCMC loop,
+    compiled beforehand): how much of the sampling time is the kernel itself."""
+    step = boomerang_kernel.build_kernel(
+        kernel.potential,
+        kernel.reference,
+        refresh_rate=kernel.refresh_rate,
+        alpha=kernel.alpha,
+        **kernel._noise_handling(kernel.potential),
+    )
+    state = mcmc.last_state.kernel_state
+    keys = jax.random.split(jax.random.key(1), num_samples)
+
+    def advance(carry, k):
+        carry, _ = step(k, carry)
+        return carry, carry.position
+
+    loop = jax.jit(lambda s: jax.lax.scan(advance, s, keys)[1])
+    jax.block_until_ready(loop(state))
+    started = time.perf_counter()
+    positions = jax.block_until_ready(loop(state))
+    seconds = time.perf_counter() - started
+    draws = np.asarray(positions)
+    ess = float(np.min(az.ess(draws[None])))
+    return {
+        "sampler": "  same kernel, bare lax.scan",
+        "N": N,
+        "min_ess": ess,
+        "seconds": float("nan"),
+        "ess_per_s": float("nan"),
+        "sample_seconds": seconds,
+        "ess_per_sample_s": ess / seconds,
+        "epochs": float("nan"),
+        "ess_per_epoch": float("nan"),
+        "mean_err": float(np.max(np.abs(draws.mean(0) - ref_mean) / ref_sd)),
+        "sd_err": float(np.max(np.abs(draws.std(0, ddof=1) / ref_sd - 1))),
+    }
+
+
+def row(name, draws, timing, evals, stats, N, ref_mean, ref_sd):
+    ess = float(np.min(az.ess(draws[None])))
+    epochs = evals / N
+    return {
+        "sampler": name,
+        "N": N,
+        "min_ess": ess,
+        **timing,
+        "ess_per_s": ess / timing["seconds"],
+        "ess_per_sample_s": ess / timing["sample_seconds"],
+        "epochs": epochs,
+        "ess_per_epoch": ess / epochs,
+        "mean_err": float(np.max(np.abs(draws.mean(0) - ref_mean) / ref_sd)),
+        "sd_err": float(np.max(np.abs(draws.std(0, ddof=1) / ref_sd - 1))),
+        **stats,
+    }
+
+
+def print_table(rows):
+    header = (
+        f"{'sampler':<31}{'min ESS':>8}{'total s':>8}{'ESS/s':>7}{'sample s':>9}"
+        f"{'ESS/s':>7}{'epochs':>8}{'ESS/ep':>8}{'mean err':>9}{'sd err':>7}{'bounce':>7}"
+        f"{'viol':>6}"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        if r.get("skipped"):
+            print(f"{r['sampler']:<31}  {r['skipped']}")
+            continue
+        bounces = f"{r['bounces']:.2f}" if "bounces" in r else "-"
+        viol = f"{r['violations']:.1f}" if "violations" in r else "-"
+        print(
+            f"{r['sampler']:<31}{r['min_ess']:>8.0f}{r['seconds']:>8.1f}{r['ess_per_s']:>7.1f}"
+            f"{r['sample_seconds']:>9.1f}{r['ess_per_sample_s']:>7.1f}{r['epochs']:>8.0f}"
+            f"{r['ess_per_epoch']:>8.2f}{r['mean_err']:>9.3f}{r['sd_err']:>7.3f}{bounces:>7}"
+            f"{viol:>6}"
+        )
+
+
+def reference_for(N, fallback):
+    path = DATA / f"logreg_N{N}_nuts.json"
+    if path.exists():
+        ref = json.loads(path.read_text())
+        return np.asarray(ref["mean"]), np.asarray(ref["sd"]), path.name
+    return fallback.mean(0), fallback.std(0, ddof=1), "this run's NUTS"
+
+
+def benchmark(N, quick, n, seed=0):
+    data, _ = logistic_regression.load_data(N=N, d=D, seed=0)
+    key = jax.random.key(seed)
+    scale = 0.4 if quick else 1.0
+    model = logistic_regression.model
+    nuts_warmup, nuts_samples = int(300 * scale), int(1000 * scale)
+    pdmp_warmup, pdmp_samples = int(300 * scale), int(2000 * scale)
+
+    # NUTS on the full data; warmup steps are not returned, count them at the sampling average
+    _, nuts_draws, timing, _, extra = run(
+        lambda: NUTS(all_data_model(model)),
+        data,
+        nuts_warmup,
+        nuts_samples,
+        key,
+        fields=("num_steps",),
+    )
+    steps = extra["num_steps"]
+    ref_mean, ref_sd, ref_name = reference_for(N, nuts_draws)
+    evals = N * (steps.sum() + steps.mean() * nuts_warmup)
+    rows = [row("NUTS (NumPyro, full data)", nuts_draws, timing, evals, {}, N, ref_mean, ref_sd)]
+
+    # SGLD from the MAP, step 0.1 / max_j H_jj (H the Hessian diagonal at the MAP): stable,
+    # and each step moves about 0.45 posterior sd in the stiffest direction
+    started = time.perf_counter()
+    potential = make_potential(model, data, {}, subsample_size=n)
+    x_map = find_map(jax.random.PRNGKey(0), potential).position
+    step = float(0.1 / np.max(curvature_diagonal(potential, x_map)))
+    setup = time.perf_counter() - started
+    sgld_warmup, sgld_samples = int(500 * scale), int(5000 * scale)
+    _, draws, timing, _, _ = run(
+        lambda: SGLD(model, step_size=step, subsample_size=n),
+        data,
+        sgld_warmup,
+        sgld_samples,
+        key,
+        init_params={"w": x_map},
+    )
+    timing["seconds"] += setup
+    evals = n * (sgld_warmup + sgld_samples + 500) + 70 * N  # + MAP and curvature (about)
+    rows.append(row(f"SGLD (eps={step:.0e})", draws, timing, evals, {}, N, ref_mean, ref_sd))
+
+    pdmp = [
+        ("BPS (CV)", lambda: BPS(model, subsample_size=n, control_variate=True, init_at_map=True)),
+        (
+            "sigmaBPS (CV)",
+            lambda: SigmaBPS(model, subsample_size=n, control_variate=True, init_at_map=True),
+        ),
+        ("Boomerang (minibatch)", lambda: Boomerang(model, subsample_size=n)),
+        ("Boomerang (CV)", lambda: Boomerang(model, subsample_size=n, control_variate=True)),
+        (
+            "Boomerang (CV, full H)",
+            lambda: Boomerang(
+                model,
+                subsample_size=n,
+                control_variate=True,
+                curvature="full_hessian",
+                target_evals_per_sample=10,
+            ),
+        ),
+    ]
+    for name, make in pdmp:
+        kernel, draws, timing, warm, extra, mcmc = run(
+            make, data, pdmp_warmup, pdmp_samples, key, fields=PDMP_FIELDS, return_mcmc=True
+        )
+        evals = (
+            warm["data_evals"].sum()
+            + extra["data_evals"].sum()
+            + getattr(kernel, "setup_data_evals", 0)
+        )
+        stats = {
+            "bounces": float(extra["num_bounces"].mean()),
+            "violations": 1000
+            * extra["bound_violations"].sum()
+            / max(1, extra["num_proposals"].sum()),
+        }
+        rows.append(row(name, draws, timing, evals, stats, N, ref_mean, ref_sd))
+        if name == "Boomerang (CV, full H)":
+            rows.append(kernel_loop_row(kernel, mcmc, pdmp_samples, N, ref_mean, ref_sd))
+    for name in ("pdmp-jax BPS", "pdmp-jax Boomerang"):
+        if HAVE_PDMP_JAX:  # pragma: no cover - not installable next to jax 0.12
+            rows.append({"sampler": name, "N": N, "skipped": "installed, but not wired up"})
+        else:
+            rows.append(
+                {
+                    "sampler": name,
+                    "N": N,
+                    "skipped": "not installed (pdmp-jax "
+                    f"pins jax<0.5; this environment has jax {jax.__version__})",
+                }
+            )
+    return rows, ref_name
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="N = 10^4 only, short chains")
+    parser.add_argument("--sizes", type=int, nargs="*", default=None)
+    parser.add_argument("--batch", type=int, default=100, help="minibatch size n")
+    args = parser.parse_args()
+    sizes = args.sizes or ([10_000] if args.quick else [10_000, 100_000])
+    warnings.filterwarnings("ignore", message=".*There are not enough devices.*")
+    summary = []
+    for N in sizes:
+        started = time.perf_counter()
+        rows, ref_name = benchmark(N, args.quick, args.batch)
+        print(
+            f"\n== logistic regression, N = {N}, d = {D}, n = {args.batch}, reference "
+            f"{ref_name} ({time.perf_counter() - started:.0f} s) =="
+        )
+        print_table(rows)
+        by = {r["sampler"]: r for r in rows if not r.get("skipped")}
+        nuts = by["NUTS (NumPyro, full data)"]
+        loop = by["  same kernel, bare lax.scan"]
+        summary.append(
+            f"N = {N}: Boomerang (CV, full H) kernel in a bare lax.scan / NUTS sampling: "
+            f"{loop['ess_per_sample_s'] / nuts['ess_per_sample_s']:.1f}x min-ESS per second"
+        )
+        for name in ("Boomerang (CV)", "Boomerang (CV, full H)"):
+            r = by[name]
+            summary.append(
+                f"N = {N}: {name} / NUTS min-ESS per second: "
+                f"{r['ess_per_s'] / nuts['ess_per_s']:.1f}x end to end, "
+                f"{r['ess_per_sample_s'] / nuts['ess_per_sample_s']:.1f}x sampling only, "
+                f"{r['ess_per_epoch'] / nuts['ess_per_epoch']:.1f}x per epoch"
+            )
+    print()
+    print("\n".join(summary))
+
+
+if __name__ == "__main__":
+    main()

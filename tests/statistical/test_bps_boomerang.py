@@ -1,0 +1,146 @@
+"""Statistical tests of BPS and the Boomerang (fixed keys, ArviZ ESS / MCSE).
+
+Every check first requires ESS ≥ 100 and then compares with 4·MCSE (|z| > 4 has probability
+6e-5 per check for a correct sampler), except where a tolerance is stated and justified.
+"""
+
+import json
+from pathlib import Path
+
+import arviz as az
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from numpyro.infer import MCMC
+from scipy import stats
+
+from models import linear_gaussian, logistic_regression
+from pplsamplers.infer.boomerang import Boomerang
+from pplsamplers.infer.bps import BPS
+
+pytestmark = pytest.mark.statistical
+
+D = 10
+NUTS_REFERENCE = Path(__file__).parents[1] / "data" / "logreg_N100000_nuts.json"
+
+
+@pytest.fixture(scope="module")
+def gaussian():
+    # correlated covariates make the posterior correlated (neighbour correlations about -0.4)
+    args, kwargs = linear_gaussian.load_data(N=200, D=D, correlation=0.6, seed=3)
+    mean, cov = linear_gaussian.posterior(*args, **kwargs)
+    return args, kwargs, mean, cov
+
+
+def _run(kernel, args, kwargs, key, num_warmup, num_samples, **run_kwargs):
+    mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, progress_bar=False)
+    mcmc.run(
+        jax.random.key(key),
+        *args,
+        extra_fields=("bound_violations", "num_proposals"),
+        **kwargs,
+        **run_kwargs,
+    )
+    return mcmc
+
+
+def _check_mean_and_covariance(draws, mean, cov):
+    """Means and every covariance entry E[(θi−μi)(θj−μj)] = Σij within 4 MCSE."""
+    draws = np.asarray(draws)
+    ess = np.asarray(az.ess(draws[None]))
+    assert ess.min() >= 100, ess
+    mcse = np.asarray(az.mcse(draws[None]))
+    assert np.all(np.abs(draws.mean(0) - mean) < 4 * mcse), (draws.mean(0) - mean) / mcse
+    centred = draws - mean
+    rows, cols = np.triu_indices(len(mean))
+    products = centred[:, rows] * centred[:, cols]
+    ess_products = np.asarray(az.ess(products[None]))
+    assert ess_products.min() >= 100, ess_products
+    mcse_products = np.asarray(az.mcse(products[None]))
+    z = (products.mean(0) - cov[rows, cols]) / mcse_products
+    assert np.all(np.abs(z) < 4), z
+
+
+def test_full_batch_bps_matches_linear_gaussian_posterior(gaussian):
+    args, kwargs, mean, cov = gaussian
+    # Gaussian target: the BPS rate is linear in t, so the interpolation envelope is exact
+    # (alpha = 1 has no violations) and full-batch BPS is exact.  Posterior sds are about
+    # 0.2 and |v| about 3, so refreshing at rate 5 happens every few crossings.
+    mcmc = _run(
+        BPS(linear_gaussian.model, refresh_rate=5.0, alpha=1.0),
+        args,
+        kwargs,
+        key=11,
+        num_warmup=300,
+        num_samples=3000,
+    )
+    assert int(np.sum(mcmc.get_extra_fields()["bound_violations"])) == 0
+    _check_mean_and_covariance(mcmc.get_samples()["theta"], mean, cov)
+
+
+def test_full_batch_boomerang_matches_linear_gaussian_posterior(gaussian):
+    args, kwargs, mean, cov = gaussian
+    # automatic reference: MAP and inverse Hessian diagonal, which misses the correlations,
+    # so the sampler has to bounce; alpha = 1.5 with a 0.5 rad horizon cap keeps envelope
+    # misses rare (the violation rate is asserted small below)
+    mcmc = _run(
+        Boomerang(linear_gaussian.model), args, kwargs, key=12, num_warmup=300, num_samples=3000
+    )
+    extra = mcmc.get_extra_fields()
+    assert np.sum(extra["bound_violations"]) < 0.01 * np.sum(extra["num_proposals"])
+    _check_mean_and_covariance(mcmc.get_samples()["theta"], mean, cov)
+
+
+def test_boomerang_with_reference_equal_to_target_gives_exact_marginals(gaussian):
+    args, kwargs, mean, cov = gaussian
+    # with N(x*, Σ*) equal to the posterior, ∇E = 0: the flow and the N(0, Σ*) refreshment
+    # alone must preserve the posterior; start far out (5 sd) and let warmup forget it
+    start = {"theta": jnp.asarray(mean + 5 * np.sqrt(np.diag(cov)))}
+    mcmc = _run(
+        Boomerang(linear_gaussian.model, reference=(mean, cov)),
+        args,
+        kwargs,
+        key=13,
+        num_warmup=100,
+        num_samples=1000,
+        init_params=start,
+    )
+    draws = np.asarray(mcmc.get_samples()["theta"])
+    ess = np.asarray(az.ess(draws[None]))
+    assert ess.min() >= 100, ess
+    # the KS test assumes independent draws: require ESS close to the number of draws
+    assert ess.min() > 0.7 * len(draws), ess
+    z = (draws - mean) / np.sqrt(np.diag(cov))
+    pvalues = [stats.kstest(z[:, j], "norm").pvalue for j in range(D)]
+    assert min(pvalues) > 1e-3, pvalues  # Bonferroni over 10 marginals at 1e-2
+
+
+def test_control_variate_boomerang_matches_nuts_on_large_logistic_regression():
+    reference = json.loads(NUTS_REFERENCE.read_text())
+    ref_mean, ref_sd = np.asarray(reference["mean"]), np.asarray(reference["sd"])
+    args, kwargs = logistic_regression.load_data(N=100_000, d=20, seed=0)
+    # the original Boomerang's dense inverse-Hessian reference (Bierkens et al. 2020): draws
+    # are then nearly independent, so 2000 of them pin the means to ~0.02 sd.  (With the
+    # diagonal reference the chain also matches NUTS, see docs/sections/boomerang.md, but
+    # ESS/draw is ~0.2, too slow for this suite.)  The minibatch noise is handled by the
+    # default noise margin for control-variate rates.
+    kernel = Boomerang(
+        logistic_regression.model,
+        subsample_size=1000,
+        control_variate=True,
+        curvature="full_hessian",
+    )
+    mcmc = _run(kernel, args, kwargs, key=14, num_warmup=100, num_samples=2000)
+    # the reference is built around the control-variate anchor (one MAP search)
+    np.testing.assert_array_equal(kernel.reference.mean, kernel.control_variate_anchor)
+    draws = np.asarray(mcmc.get_samples()["w"])
+    ess = np.asarray(az.ess(draws[None]))
+    assert ess.min() >= 100, ess
+    # acceptance criterion of the issue: mean within 0.1 posterior sd, sd within 10%.  The
+    # Monte Carlo error of each mean is sd/sqrt(ESS) (~0.025 sd here; NUTS adds ~0.013 sd),
+    # so 0.1 sd is ~3.5 combined standard errors; the sd's relative error is ~1/sqrt(2 ESS),
+    # ~2%, so 10% is ~5 of them.
+    assert ess.min() >= 1000, ess
+    assert np.max(np.abs(draws.mean(0) - ref_mean) / ref_sd) < 0.1
+    assert np.max(np.abs(draws.std(0, ddof=1) / ref_sd - 1)) < 0.1

@@ -1,0 +1,139 @@
+"""BPS / σBPS invariants, data accounting, warmup adaptation and validation."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from numpyro.infer import MCMC
+
+from pplsamplers.infer.bps import BPS, SigmaBPS
+from pplsamplers.kernels import bps
+from pplsamplers.pdmp.flow import reflect
+from pplsamplers.potential import build_potential
+
+SDS = jnp.array([0.05, 1.0, 3.0])
+
+
+def _gaussian_potential(sds=SDS, N=10, n=10):
+    def terms(x, idx):  # N(0, diag(sds^2)) spread over N identical data terms
+        return jnp.zeros(()), 0.5 * jnp.sum((x / sds) ** 2) / N * jnp.ones(idx.shape[0])
+
+    return build_potential(terms, dim=sds.shape[0], N=N, n=n, init_position=jnp.ones_like(sds))
+
+
+def test_reflections_flip_the_rate_and_keep_the_speed():
+    for seed in range(5):
+        kv, kg, ka = jax.random.split(jax.random.key(seed), 3)
+        v = jax.random.normal(kv, (4,))
+        g = jax.random.normal(kg, (4,))
+        scale = jnp.exp(jax.random.normal(ka, (4,)))
+        w = reflect(v, g)  # eq. (3)
+        np.testing.assert_allclose(w @ g, -(v @ g), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(jnp.linalg.norm(w), jnp.linalg.norm(v), rtol=1e-12)
+        w = reflect(v, scale * g)  # eq. (4): the sigma-BPS rate is (A v)·g = v·(A g)
+        np.testing.assert_allclose((scale * w) @ g, -((scale * v) @ g), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(jnp.linalg.norm(w), jnp.linalg.norm(v), rtol=1e-12)
+
+
+@pytest.mark.parametrize("n", [10, 4])
+def test_gaussian_rate_is_linear_so_alpha_one_is_never_violated(n):
+    # along the BPS flow the rate of a Gaussian target is exactly linear in t: the envelope is
+    # exact with alpha = 1 in full batch (n = N); data are counted n per rate evaluation and
+    # per reflection (here every minibatch term is identical, so n < N is exact as well)
+    potential = _gaussian_potential(n=n)
+    step = jax.jit(bps.build_kernel(potential, alpha=1.0, refresh_rate=0.5))
+    state = bps.init(
+        jax.random.key(0), jnp.ones(3), sample_interval=2.0, t_init=0.01, max_extrapolation=0.1
+    )
+
+    def body(s, k):
+        s, info = step(k, s)
+        return s, info
+
+    _, infos = jax.lax.scan(body, state, jax.random.split(jax.random.key(1), 50))
+    assert int(infos.num_bounces.sum()) > 10
+    assert int(infos.bound_violations.sum()) == 0
+    np.testing.assert_array_equal(infos.data_evals, (infos.rate_evals + infos.num_bounces) * n)
+    np.testing.assert_array_equal(infos.num_proposals, infos.num_bounces)  # all accepted
+
+
+def test_sigma_bps_moves_along_a_v_and_reflects_with_a_grad():
+    potential = _gaussian_potential()
+    state = bps.init(
+        jax.random.key(0),
+        jnp.ones(3),
+        direction_scale=SDS,
+        sample_interval=3.0,
+        t_init=0.1,
+        max_extrapolation=1.0,
+    )
+    sk = bps.skeleton(jax.random.key(1), potential, state, 30, refresh_rate=0.0, alpha=1.0)
+    steps = jnp.diff(sk.positions, axis=0)
+    dts = jnp.diff(sk.times)
+    np.testing.assert_allclose(steps, SDS * sk.velocities[:-1] * dts[:, None], atol=1e-12)
+    speeds = jnp.linalg.norm(sk.velocities, axis=1)
+    np.testing.assert_allclose(speeds, speeds[0], rtol=1e-10)  # no refreshment: |v| is kept
+    assert bool(jnp.any(sk.is_event))
+
+
+def test_adapter_warmup_adapts_then_freezes():
+    potential = _gaussian_potential()
+    kernel = SigmaBPS(potential=potential, target_evals_per_sample=15)
+    mcmc = MCMC(kernel, num_warmup=200, num_samples=200, progress_bar=False)
+    mcmc.warmup(jax.random.key(0), collect_warmup=True, extra_fields=("sample_interval",))
+    warm = np.asarray(mcmc.get_samples()["x"])
+    scale = mcmc.last_state.kernel_state.direction_scale
+    # A = Welford sd of the warmup draws in the window [0.3, 0.7) of the warmup
+    np.testing.assert_allclose(scale, warm[60:140].std(0, ddof=1), rtol=1e-8)
+    assert np.all((np.asarray(scale) > SDS / 3) & (np.asarray(scale) < 3 * SDS))
+    interval = np.asarray(mcmc.get_extra_fields()["sample_interval"])
+    assert np.ptp(interval[140:]) > 0  # Delta still adapts after A is set
+    mcmc.run(mcmc.post_warmup_state.rng_key, extra_fields=("sample_interval", "rate_evals"))
+    extra = mcmc.get_extra_fields()
+    assert np.ptp(np.asarray(extra["sample_interval"])) == 0  # frozen after warmup
+    np.testing.assert_array_equal(mcmc.last_state.kernel_state.direction_scale, scale)
+    # Delta was tuned so that a sample costs about the target number of evaluations
+    assert 15 / 2 < float(np.mean(extra["rate_evals"])) < 15 * 2
+
+
+def test_plain_bps_keeps_identity_preconditioner():
+    mcmc = MCMC(
+        BPS(potential=_gaussian_potential()), num_warmup=20, num_samples=5, progress_bar=False
+    )
+    mcmc.run(jax.random.key(0))
+    np.testing.assert_array_equal(mcmc.last_state.kernel_state.direction_scale, jnp.ones(3))
+
+
+@pytest.mark.parametrize(
+    "kwargs,name",
+    [
+        ({"alpha": 0.99}, "alpha"),
+        ({"refresh_rate": -0.1}, "refresh_rate"),
+        ({"sample_interval": 0.0}, "sample_interval"),
+        ({"velocity_scale": 0.0}, "velocity_scale"),
+        ({"target_evals_per_sample": -1.0}, "target_evals_per_sample"),
+        ({"t_init": -1.0}, "t_init"),
+        ({"max_extrapolation": 0.0}, "max_extrapolation"),
+        ({"max_evaluations": 0}, "max_evaluations"),
+        ({"welford_window": (0.8, 0.2)}, "welford_window"),
+        ({"t_init_fraction": 0.0}, "t_init_fraction"),
+        ({"min_gap": -1.0}, "min_gap"),
+    ],
+)
+def test_invalid_arguments_raise_naming_the_argument(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        BPS(lambda: None, **kwargs)
+    with pytest.raises(ValueError, match=name):
+        SigmaBPS(lambda: None, **kwargs)
+
+
+def test_kernel_level_validation():
+    potential = _gaussian_potential()
+    with pytest.raises(ValueError, match="alpha"):
+        bps.build_kernel(potential, alpha=0.5)
+    with pytest.raises(ValueError, match="refresh_rate"):
+        bps.build_kernel(potential, refresh_rate=-1.0)
+    with pytest.raises(ValueError, match="sample_interval"):
+        bps.init(jax.random.key(0), jnp.zeros(3), sample_interval=0.0)
+    with pytest.raises(ValueError, match="direction_scale"):
+        bps.init(jax.random.key(0), jnp.zeros(3), direction_scale=jnp.ones(2))
