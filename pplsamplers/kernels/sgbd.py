@@ -1,0 +1,302 @@
+"""Stochastic gradient Barker dynamics (SGBD): vanilla, corrected and extreme.
+
+Paper: ``sgbd-barker.txt`` §3–4, Algorithms 2 (vanilla), 3 (corrected) and 4 (extreme), with
+the adaptive step size of §4.2.  Conventions from DESIGN §5 "SGBD".  Per coordinate j:
+
+* draw the increment z_j ~ N(σ_j, (0.1 σ_j)²) (the paper's "N(σ, 0.1σ)" gives the sd);
+* estimate the gradient of the log density ĝ = −∇Ũ on a fresh minibatch (eq. 4) and the
+  standard deviation of that *estimator*, τ_j = N s_j / √n, where s_j is the sd over the
+  minibatch of the per-example gradients (Alg. 3 prints s_j itself; DESIGN §5 erratum);
+* keep an exponential moving average τ̂ ← β τ̂ + (1 − β) τ (β = ``noise_decay`` is the weight
+  of the *old* value, the RMSprop convention; Alg. 3 writes the new value's weight as β);
+* move θ_j ← θ_j + b_j z_j with b_j = +1 with probability
+
+  - vanilla (Alg. 2):   p̂ = sigmoid(z_j ĝ_j);
+  - corrected (Alg. 3): p̃ = sigmoid(α_j z_j ĝ_j) with α_j = 1.702/√(1.702² − τ̂_j² z_j²) (eq. 9,
+    Prop. 4), and the extreme rule below wherever τ̂_j |z_j| ≥ 1.702 (the breaking point
+    τ* ≈ 1.702/|z|, eq. 42);
+  - extreme (Alg. 4):   p̄ = 1{z_j ĝ_j > 0} (½ when z_j ĝ_j = 0, so that a zero gradient moves
+    symmetrically).
+
+With ``adapt_step_size=True`` each step also sets σ_j = 1.702/(1.233 τ̂_j) (§4.2), so that
+about 99 % of increments stay below the breaking point; σ_j is left unchanged where τ̂_j = 0
+(full batch).  The kernel is BlackJAX-style; σ lives in the state because it may adapt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from pplsamplers.potential import SubsampledPotential
+from pplsamplers.types import Array, PRNGKey
+
+LOGISTIC_PROBIT_SCALE = 1.702
+"""sigmoid(x) ≈ Φ(x / 1.702) (eq. 27); sets the correction α and the breaking point."""
+INCREMENT_QUANTILE = 1.233
+"""About 99 % of increments z ~ N(σ, (0.1σ)²) satisfy |z| ≤ 1.233 σ (§4.2)."""
+INCREMENT_RELATIVE_SD = 0.1
+VARIANTS = ("vanilla", "corrected", "extreme")
+_COUNT_CAP = 2**30  # the update count only needs to tell the first τ from later ones
+
+
+class SGBDState(NamedTuple):
+    """Position, per-coordinate step size σ, noise average τ̂, and how many τ were averaged."""
+
+    position: Array
+    step_size: Array
+    tau: Array
+    num_noise_updates: Array
+
+
+class SGBDInfo(NamedTuple):
+    """Per-step diagnostics (means are over coordinates).
+
+    ``flip_prob_mean`` is the mean of the paper's p_j = P(b_j = +1) actually used;
+    ``uphill_prob_mean`` the mean probability of stepping along the sign of ĝ_j (½: a pure
+    random walk, 1: the extreme rule); ``frac_past_breaking_point`` the fraction of
+    coordinates with τ̂_j |z_j| ≥ 1.702 (where the corrected rule falls back to extreme).
+    """
+
+    data_evals: Array
+    flip_prob_mean: Array
+    uphill_prob_mean: Array
+    frac_past_breaking_point: Array
+    tau_mean: Array
+    step_size_mean: Array
+
+
+def validate_step_size(step_size: float | Array, dim: int | None = None) -> Array:
+    """σ as an array: a positive finite scalar or a ``(dim,)`` vector.
+
+    Raises ``ValueError`` naming ``step_size`` otherwise.  A traced σ (inside ``jit`` or
+    ``vmap``, e.g. to sweep step sizes) can only have its shape checked.
+    """
+    if isinstance(step_size, jax.core.Tracer):
+        if step_size.ndim > 1 or (
+            dim is not None and step_size.ndim == 1 and step_size.shape[0] != dim
+        ):
+            raise ValueError(
+                f"step_size must be a scalar or have shape ({dim},); got shape {step_size.shape}."
+            )
+        return step_size
+    if isinstance(step_size, bool):
+        raise ValueError(f"step_size must be a positive number or vector; got {step_size!r}.")
+    try:
+        values = np.asarray(step_size, dtype=float)
+    except (TypeError, ValueError) as error:
+        raise ValueError(
+            f"step_size must be a positive number or vector; got {step_size!r}."
+        ) from error
+    if values.ndim > 1 or not np.all(np.isfinite(values)) or not np.all(values > 0):
+        raise ValueError(
+            f"step_size (σ) must be a finite positive scalar or a 1-D vector of them, one per "
+            f"coordinate; got {step_size!r}."
+        )
+    if dim is not None and values.ndim == 1 and values.shape[0] != dim:
+        raise ValueError(
+            f"step_size has {values.shape[0]} entries but the model has {dim} unconstrained "
+            "coordinates; give a scalar or one σ per coordinate."
+        )
+    return jnp.asarray(step_size)
+
+
+def validate_variant(variant: str) -> str:
+    """Raise ``ValueError`` naming ``variant`` unless it is vanilla, corrected or extreme."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}; got {variant!r}.")
+    return variant
+
+
+def validate_noise_decay(noise_decay: float) -> float:
+    """Raise ``ValueError`` naming ``noise_decay`` unless it lies in [0, 1)."""
+    if isinstance(noise_decay, bool) or not isinstance(noise_decay, int | float):
+        raise ValueError(f"noise_decay (β) must be a number in [0, 1); got {noise_decay!r}.")
+    if not 0.0 <= noise_decay < 1.0:
+        raise ValueError(f"noise_decay (β) must lie in [0, 1); got {noise_decay}.")
+    return float(noise_decay)
+
+
+def init(position: Array, step_size: float | Array) -> SGBDState:
+    """Initial state at ``position`` with step size σ (a scalar or one per coordinate)."""
+    position = jnp.asarray(position)
+    sigma = validate_step_size(step_size, position.shape[0])
+    return SGBDState(
+        position=position,
+        step_size=jnp.broadcast_to(sigma, position.shape).astype(position.dtype),
+        tau=jnp.zeros_like(position),
+        num_noise_updates=jnp.asarray(0, jnp.int32),
+    )
+
+
+def gradient_and_noise(potential: SubsampledPotential, x: Array, idx: Array) -> tuple[Array, Array]:
+    """Minibatch gradient of the log density ĝ = −∇Ũ and its per-coordinate sd τ.
+
+    Both come from one pass over the minibatch: the (n, D) per-example gradients of the
+    per-datum terms plus the gradient of the global (prior, Jacobian) term.  τ² =
+    (N²/n) Var_i(∂_j ℓ_i) is the variance of the estimator (indices drawn with replacement).
+    A full batch is exact: τ = 0, and the plain gradient is used (no per-example pass).
+    """
+    if potential.full_batch:
+        return -potential.grad(x, idx), jnp.zeros_like(x)
+    per_example = potential.per_example_grads(x, idx)
+    global_grad = jax.grad(lambda y: potential.terms(y, idx)[0])(x)
+    grad_potential = global_grad + (potential.N / idx.shape[0]) * jnp.sum(per_example, axis=0)
+    tau = jnp.sqrt(potential.noise_variance(per_example.T))
+    return -grad_potential, tau
+
+
+def update_noise_average(
+    tau_average: Array, tau: Array, num_updates: Array, noise_decay: float
+) -> Array:
+    """τ̂ ← β τ̂ + (1 − β) τ; the first estimate is taken as is."""
+    averaged = noise_decay * tau_average + (1.0 - noise_decay) * tau
+    return jnp.where(num_updates == 0, tau, averaged)
+
+
+def correction_factor(tau: Array, increment: Array) -> tuple[Array, Array]:
+    """α = 1.702/√(1.702² − τ²z²) of Alg. 3 and the mask τ|z| ≥ 1.702 (past the breaking point).
+
+    Past the breaking point α is returned as 1 (unused: the extreme rule applies there).
+    """
+    scaled = tau * jnp.abs(increment)
+    past = scaled >= LOGISTIC_PROBIT_SCALE
+    gap = jnp.where(past, 1.0, LOGISTIC_PROBIT_SCALE**2 - scaled**2)
+    alpha = jnp.where(past, 1.0, LOGISTIC_PROBIT_SCALE / jnp.sqrt(gap))
+    return alpha, past
+
+
+def flip_probability(grad: Array, increment: Array, alpha: Array | float = 1.0) -> Array:
+    """p = sigmoid(α z ĝ), the probability of moving by +z (eq. 9; α = 1 gives Alg. 2's p̂).
+
+    ``jax.nn.sigmoid`` keeps it in [0, 1] for any finite or infinite ``α z ĝ``.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> flip_probability(jnp.array([1e30, -1e30, 0.0]), jnp.ones(3)).tolist()
+    [1.0, 0.0, 0.5]
+    """
+    return jax.nn.sigmoid(alpha * increment * grad)
+
+
+def extreme_probability(grad: Array, increment: Array) -> Array:
+    """p̄ = 1{z ĝ > 0} of Alg. 4, with ½ when z ĝ = 0 (a symmetric move)."""
+    return jnp.heaviside(increment * grad, 0.5).astype(jnp.result_type(grad, increment))
+
+
+def move_probability(
+    variant: str, grad: Array, increment: Array, tau: Array
+) -> tuple[Array, Array]:
+    """Probability of moving by +z for ``variant``, and the past-breaking-point mask."""
+    alpha, past = correction_factor(tau, increment)
+    if variant == "vanilla":
+        return flip_probability(grad, increment), past
+    if variant == "extreme":
+        return extreme_probability(grad, increment), past
+    corrected = flip_probability(grad, increment, alpha)
+    return jnp.where(past, extreme_probability(grad, increment), corrected), past
+
+
+def adaptive_step_size(tau: Array, step_size: Array) -> Array:
+    """σ = 1.702/(1.233 τ̂) (§4.2), keeping the current σ where τ̂ = 0 (full batch)."""
+    positive = tau > 0
+    return jnp.where(
+        positive,
+        LOGISTIC_PROBIT_SCALE / (INCREMENT_QUANTILE * jnp.where(positive, tau, 1.0)),
+        step_size,
+    )
+
+
+def build_kernel(
+    potential: SubsampledPotential,
+    *,
+    variant: str = "corrected",
+    noise_decay: float = 0.9,
+    adapt_step_size: bool = False,
+) -> Callable[[PRNGKey, SGBDState], tuple[SGBDState, SGBDInfo]]:
+    """Build an SGBD step (Alg. 2, 3 or 4; adaptive σ of §4.2 if asked).
+
+    Parameters
+    ----------
+    potential
+        The minibatch potential; a step costs one pass over one minibatch (n data).
+    variant
+        ``"vanilla"`` (Alg. 2), ``"corrected"`` (Alg. 3, extreme past the breaking point)
+        or ``"extreme"`` (Alg. 4).
+    noise_decay
+        β in [0, 1): weight of the old τ̂ in its moving average (0: current minibatch only).
+    adapt_step_size
+        Set σ_j = 1.702/(1.233 τ̂_j) at every step (§4.2); otherwise σ stays as in the state.
+
+    Returns
+    -------
+    step(rng_key, state) -> (state, info)
+
+    Examples
+    --------
+    >>> import jax, jax.numpy as jnp
+    >>> from pplsamplers.potential import build_potential
+    >>> data = jnp.linspace(-1.0, 1.0, 50)
+    >>> terms = lambda x, idx: (0.5 * x @ x, 0.5 * (data[idx] - x[0]) ** 2)
+    >>> pot = build_potential(terms, dim=1, N=50, n=10, init_position=jnp.zeros(1))
+    >>> step = build_kernel(pot, variant="corrected")
+    >>> state, info = step(jax.random.key(0), init(jnp.zeros(1), step_size=0.1))
+    >>> state.position.shape, int(info.data_evals)
+    ((1,), 10)
+    """
+    validate_variant(variant)
+    noise_decay = validate_noise_decay(noise_decay)
+
+    def step(rng_key: PRNGKey, state: SGBDState) -> tuple[SGBDState, SGBDInfo]:
+        batch_key, increment_key, sign_key = jax.random.split(rng_key, 3)
+        idx = potential.sample_indices(batch_key)
+        grad, tau_now = gradient_and_noise(potential, state.position, idx)
+        tau = update_noise_average(state.tau, tau_now, state.num_noise_updates, noise_decay)
+        step_size = adaptive_step_size(tau, state.step_size) if adapt_step_size else state.step_size
+        shape, dtype = state.position.shape, state.position.dtype
+        increment = step_size * (
+            1.0 + INCREMENT_RELATIVE_SD * jax.random.normal(increment_key, shape, dtype)
+        )
+        prob_plus, past = move_probability(variant, grad, increment, tau)
+        plus = jax.random.uniform(sign_key, shape, dtype) < prob_plus
+        position = state.position + jnp.where(plus, increment, -increment)
+        uphill = jnp.where(increment * grad >= 0, prob_plus, 1.0 - prob_plus)
+        info = SGBDInfo(
+            data_evals=jnp.asarray(idx.shape[0]),
+            flip_prob_mean=jnp.mean(prob_plus),
+            uphill_prob_mean=jnp.mean(uphill),
+            frac_past_breaking_point=jnp.mean(past.astype(dtype)),
+            tau_mean=jnp.mean(tau),
+            step_size_mean=jnp.mean(step_size),
+        )
+        count = jnp.minimum(state.num_noise_updates + 1, _COUNT_CAP)
+        new_state = SGBDState(position, step_size, tau, count)
+        return new_state, info
+
+    return step
+
+
+__all__ = [
+    "INCREMENT_QUANTILE",
+    "LOGISTIC_PROBIT_SCALE",
+    "VARIANTS",
+    "SGBDInfo",
+    "SGBDState",
+    "adaptive_step_size",
+    "build_kernel",
+    "correction_factor",
+    "extreme_probability",
+    "flip_probability",
+    "gradient_and_noise",
+    "init",
+    "move_probability",
+    "update_noise_average",
+    "validate_noise_decay",
+    "validate_step_size",
+    "validate_variant",
+]

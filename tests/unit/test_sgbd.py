@@ -1,0 +1,313 @@
+"""Unit invariants of SGBD (paper Alg. 2–4, §4.2) and c-SGLD (Alg. 7), in float64.
+
+Kernels are compiled once per variant on shared test potentials (the suite's time budget).
+"""
+
+import functools
+import warnings
+
+import arviz as az
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from numpyro.infer import MCMC
+from numpyro.infer.util import log_density
+
+from models import logistic_regression, skew_normal
+from pplsamplers.infer.sgbd import CSGLD, SGBD
+from pplsamplers.kernels import csgld, sgbd, sgld
+from pplsamplers.potential import build_potential, with_control_variate
+
+NUM_DRAWS = 4000
+
+
+@functools.partial(jax.jit, static_argnames="variant")
+def _one_step_draws(slope, sigma, key, variant):
+    """NUM_DRAWS independent single steps from 0 on log π(x) = slope·x (gradient = slope)."""
+    terms = lambda x, idx: (-slope @ x, jnp.zeros(idx.shape[0]) + 0.0 * jnp.sum(x))
+    pot = build_potential(terms, dim=3, N=20, n=5, init_position=jnp.zeros(3))
+    step = sgbd.build_kernel(pot, variant=variant)
+    start = sgbd.init(jnp.zeros(3), sigma)  # σ traced: only its shape is checked
+    return jax.vmap(lambda k: step(k, start))(jax.random.split(key, NUM_DRAWS))
+
+
+def _quadratic_potential(n):
+    """log π = −½|x|² − ½ Σ_i (d_i − x_0)², N = 50 data of spread 1, minibatch n."""
+    data = jnp.linspace(-1.0, 1.0, 50)
+    terms = lambda x, idx: (0.5 * x @ x, 0.5 * (data[idx] - x[0]) ** 2 + 0.0 * x[1])
+    return build_potential(terms, dim=2, N=50, n=n, init_position=jnp.zeros(2))
+
+
+# ------------------------------------------------------------------ flip probability
+def test_flip_probability_is_finite_for_huge_arguments():
+    grad = jnp.array([1e30, -1e30, 1e30, -1e30])
+    z = jnp.array([1.0, 1.0, -1.0, 0.5])
+    for alpha in (1.0, 1e10):
+        p = sgbd.flip_probability(grad, z, alpha)
+        assert np.all(np.isfinite(p))
+        np.testing.assert_array_equal(p, [1.0, 0.0, 0.0, 0.0])
+    for variant in sgbd.VARIANTS:
+        for tau in (0.0, 1.0, 1e30):
+            p, _ = sgbd.move_probability(variant, grad, z, jnp.full(4, tau))
+            assert np.all(np.isfinite(p)) and np.all((p >= 0) & (p <= 1)), (variant, tau)
+
+
+@pytest.mark.parametrize("variant", sgbd.VARIANTS)
+def test_moves_are_bounded_symmetric_at_zero_gradient_and_scaled_per_coordinate(variant):
+    sigma = jnp.array([0.01, 1.0, 100.0])
+    # |∇log π| = 1e30: Barker moves ±z whatever the gradient, along its sign, no overflow
+    states, info = _one_step_draws(
+        jnp.array([1e30, -1e30, 1e30]), sigma, jax.random.key(0), variant
+    )
+    moves = np.asarray(states.position)
+    assert np.all(np.isfinite(moves)) and np.all(np.isfinite(np.asarray(info.flip_prob_mean)))
+    assert np.all(moves[:, [0, 2]] > 0) and np.all(moves[:, 1] < 0)
+    assert np.all(np.abs(moves) < 1.7 * sigma)  # |z| ≤ σ(1 + 7 sd) for these 12 000 draws
+    np.testing.assert_array_equal(info.uphill_prob_mean, 1.0)
+    # ĝ = 0: each sign has probability exactly ½
+    p, _ = sgbd.move_probability(variant, jnp.zeros(3), sigma, jnp.array([0.0, 1.0, 5.0]))
+    np.testing.assert_array_equal(p, 0.5)
+    states, info = _one_step_draws(jnp.zeros(3), sigma, jax.random.key(1), variant)
+    moves = np.asarray(states.position)
+    plus = np.mean(moves > 0)
+    # Binomial(3·4000, ½) fraction: sd = √(¼/12000) ≈ 0.0046; 4 sd ≈ 0.018
+    assert abs(plus - 0.5) < 4 * np.sqrt(0.25 / moves.size), plus
+    # E|z| = σ_j per coordinate; se of the mean of 4000 |z| is 0.1σ/√4000 ≈ 0.0016σ
+    np.testing.assert_allclose(np.abs(moves).mean(0), sigma, rtol=0.01)
+    np.testing.assert_allclose(info.flip_prob_mean, 0.5)
+
+
+def test_corrected_flip_probability_is_unbiased_prop4():
+    """Prop. 4: |E p̃ − p| < 0.019 under Gaussian noise of known sd τ when τ|z| < 1.702.
+
+    M = 10⁶ draws; p̃ ∈ [0, 1] has sd ≤ ½, so the Monte Carlo error of each mean is ≤ 5e-4
+    and 2 MCSE ≤ 0.001: the tolerance is 0.019 + 0.001 = 0.02.  Vanilla p̂ must miss the same
+    tolerance somewhere on the grid (the correction matters; worst vanilla error ≈ 0.07).
+    """
+    M = 1_000_000
+    grid = [
+        (g, z, tau)
+        for g in (0.25, 1.0, 2.0, -1.0)
+        for z in (0.5, 1.0, 2.0)
+        for tau in (0.3, 1.0, 1.5)
+        if tau * z < sgbd.LOGISTIC_PROBIT_SCALE
+    ]
+    eta = jax.random.normal(jax.random.key(0), (M,))
+
+    @jax.jit
+    def errors(config):
+        g, z, tau = config
+        noisy, zz, tt = g + tau * eta, jnp.full(M, z), jnp.full(M, tau)
+        truth = jax.nn.sigmoid(z * g)
+        corrected, past = sgbd.move_probability("corrected", noisy, zz, tt)
+        vanilla, _ = sgbd.move_probability("vanilla", noisy, zz, tt)
+        return jnp.abs(corrected.mean() - truth), jnp.abs(vanilla.mean() - truth), past.any()
+
+    corrected, vanilla, past = jax.lax.map(errors, jnp.array(grid))
+    assert not bool(past.any())
+    assert float(corrected.max()) < 0.02, grid[int(corrected.argmax())]
+    assert float(vanilla.max()) > 0.02
+
+
+def test_correction_factor_and_breaking_point():
+    tau = jnp.array([0.0, 1.0, 1.0, 2.0])
+    z = jnp.array([1.0, 1.0, -1.0, 1.0])
+    alpha, past = sgbd.correction_factor(tau, z)
+    unit = 1.702 / np.sqrt(1.702**2 - 1.0)  # α at τ|z| = 1
+    np.testing.assert_allclose(alpha[:3], [1.0, unit, unit])
+    np.testing.assert_array_equal(past, [False, False, False, True])
+    # past the breaking point the corrected rule is the extreme one
+    grad = jnp.array([0.3, -0.3, 0.3, -0.3])
+    corrected, _ = sgbd.move_probability("corrected", grad, z, tau)
+    extreme, _ = sgbd.move_probability("extreme", grad, z, tau)
+    assert float(corrected[3]) == float(extreme[3]) == 0.0
+    np.testing.assert_array_equal(extreme, [1.0, 0.0, 0.0, 0.0])
+
+
+# ------------------------------------------------------------------ noise estimate
+def test_gradient_and_noise_match_the_potential():
+    X, y = logistic_regression.load_data(N=60, d=3, seed=2)[0]
+    terms = logistic_regression.hand_written_terms(X.astype(jnp.float64), y)
+    pot = build_potential(terms, dim=3, N=60, n=12, init_position=jnp.zeros(3))
+    anchor = jnp.array([0.3, -0.2, 0.1])
+    cv = with_control_variate(pot, anchor)
+    x = anchor + 0.01
+    idx = pot.sample_indices(jax.random.key(3))
+
+    @jax.jit
+    def compute(x, idx):
+        full = pot._replace(n=pot.N)
+        return (
+            sgbd.gradient_and_noise(pot, x, idx),
+            pot.grad(x, idx),
+            pot.per_example_grads(x, idx),
+            sgbd.gradient_and_noise(full, x, jnp.arange(pot.N))[1],
+            sgbd.gradient_and_noise(cv, x, idx),
+            pot.full_value_and_grad(x)[1],
+        )
+
+    (grad, tau), expected_grad, per_example, tau_full, (grad_cv, tau_cv), exact = compute(x, idx)
+    np.testing.assert_allclose(grad, -expected_grad, atol=1e-10)
+    # τ_j = N s_j / √n, the sd of the minibatch gradient estimator (DESIGN §5)
+    expected = pot.N * per_example.std(axis=0, ddof=1) / np.sqrt(pot.n)
+    np.testing.assert_allclose(tau, expected, rtol=1e-10)
+    np.testing.assert_array_equal(tau_full, 0.0)  # full batch: no noise
+    # control variate: far less noise near the anchor, and the estimate is within 4 τ_cv
+    assert np.all(tau_cv < 0.1 * tau)
+    np.testing.assert_allclose(grad_cv, -exact, atol=4 * float(jnp.max(tau_cv)))
+
+
+def test_noise_average_and_adaptive_step_size():
+    first = sgbd.update_noise_average(jnp.zeros(2), jnp.array([2.0, 4.0]), jnp.asarray(0), 0.9)
+    np.testing.assert_allclose(first, [2.0, 4.0])
+    later = sgbd.update_noise_average(first, jnp.array([4.0, 4.0]), jnp.asarray(1), 0.9)
+    np.testing.assert_allclose(later, [2.2, 4.0])
+    sigma = sgbd.adaptive_step_size(jnp.array([0.0, 2.0]), jnp.array([0.3, 0.3]))
+    np.testing.assert_allclose(sigma, [0.3, 1.702 / (1.233 * 2.0)])
+
+
+def test_skew_normal_toy_injects_the_stated_noise():
+    """The toy model is the hand-written target; its minibatch gradient noise has sd τ."""
+    args, kwargs = skew_normal.load_data(shape=5.0, noise_sd=1.5, subsample_size=10)
+    noise = args[0]
+    assert abs(float(noise.sum())) < 1e-12
+    hand = skew_normal.hand_written_terms(noise, kwargs["shape"], kwargs["loc"], kwargs["scale"])
+    full_data = {k: v for k, v in kwargs.items() if k != "subsample_size"}
+    log_joint, _ = log_density(skew_normal.model, args, full_data, {"theta": 0.4})
+    global_term, per_datum = hand(jnp.array([0.4]), jnp.arange(noise.shape[0]))
+    np.testing.assert_allclose(log_joint, -(global_term + per_datum.sum()), atol=1e-10)
+    np.testing.assert_allclose(log_joint, skew_normal.log_density(0.4, 5.0), atol=1e-10)
+
+    pot = build_potential(hand, dim=1, N=noise.shape[0], n=10, init_position=jnp.zeros(1))
+    x = jnp.array([0.4])
+    keys = jax.random.split(jax.random.key(4), 10_000)
+    grads, taus = jax.jit(
+        jax.vmap(lambda k: sgbd.gradient_and_noise(pot, x, pot.sample_indices(k)))
+    )(keys)
+    exact = jax.grad(lambda t: skew_normal.log_density(t, 5.0))(0.4)
+    # 10 000 draws: se of the mean 1.5/√10⁴ = 0.015, of the sd ≈ 0.011; tolerances ≈ 4 se
+    assert abs(float(grads.mean()) - float(exact)) < 0.06
+    assert abs(float(grads.std()) - 1.5) < 0.045
+    # E[s] = c₄(10)·σ ≈ 0.973·1.5 for n = 10 Gaussian draws; se of the mean of τ ≈ 0.004
+    assert abs(float(taus.mean()) - 0.973 * 1.5) < 0.02
+    mean, sd = skew_normal.moments(5.0)
+    draws = skew_normal.SkewNormal(0.0, kwargs["scale"], 5.0).sample(jax.random.key(5), (100_000,))
+    # se of the mean and sd of 10⁵ draws ≈ 0.003; 0.02 is > 6 se
+    assert abs(float(draws.mean()) - mean) < 0.02 and abs(float(draws.std()) - sd) < 0.02
+
+
+# ------------------------------------------------------------------ kernel steps
+def test_adaptation_breaking_point_and_full_batch():
+    minibatch, full = _quadratic_potential(n=5), _quadratic_potential(n=50)
+    adaptive = sgbd.build_kernel(minibatch, noise_decay=0.0, adapt_step_size=True)
+    frozen = sgbd.build_kernel(minibatch, noise_decay=0.0)
+    vanilla_full = sgbd.build_kernel(full, variant="vanilla")
+    corrected_full = sgbd.build_kernel(full, variant="corrected")
+    key, start = jax.random.key(7), sgbd.init(jnp.array([0.5, -0.5]), 10.0)
+
+    @jax.jit
+    def run():
+        return (
+            adaptive(key, start),
+            frozen(key, start._replace(step_size=jnp.full(2, 100.0))),
+            vanilla_full(key, start),
+            corrected_full(key, start),
+        )
+
+    (adapted, info), (_, info_far), (vanilla, _), (corrected, info_full) = run()
+    # §4.2: σ = 1.702/(1.233 τ̂) where τ̂ > 0; coordinate 1 has no data term (τ̂ = 0): σ kept
+    assert float(adapted.tau[0]) > 0 and float(adapted.tau[1]) == 0.0
+    np.testing.assert_allclose(adapted.step_size[0], 1.702 / (1.233 * adapted.tau[0]))
+    assert float(adapted.step_size[1]) == 10.0
+    assert int(info.data_evals) == 5
+    # σ ≫ 1.702/τ̂: the data coordinate is past the breaking point and moves uphill for sure
+    assert float(info_far.frac_past_breaking_point) == 0.5
+    # full batch: τ = 0, so the corrected rule is the vanilla one, draw for draw
+    np.testing.assert_array_equal(vanilla.position, corrected.position)
+    assert float(info_full.tau_mean) == 0.0
+
+
+def test_csgld_full_batch_is_sgld_and_noise_is_corrected():
+    pot = _quadratic_potential(n=50)
+    x, key = jnp.array([0.5, -0.5]), jax.random.key(10)
+    corrected, plain = csgld.build_kernel(pot, 0.01), sgld.build_kernel(pot, 0.01)
+    a, b = jax.jit(lambda: (corrected(key, csgld.init(x))[0], plain(key, sgld.init(x))[0]))()
+    np.testing.assert_allclose(a.position, b.position, atol=1e-14)
+    np.testing.assert_allclose(
+        csgld.injected_variance(0.1, jnp.array([0.0, 2.0, 10.0])), [0.2, 0.2 - 0.04, 0.0]
+    )
+
+
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (lambda: SGBD(logistic_regression.model, step_size=0.0), "step_size"),
+        (lambda: SGBD(logistic_regression.model, step_size=-1.0), "step_size"),
+        (lambda: SGBD(logistic_regression.model, step_size=[0.1, -0.1]), "step_size"),
+        (lambda: SGBD(logistic_regression.model, noise_decay=1.0), "noise_decay"),
+        (lambda: SGBD(logistic_regression.model, noise_decay=-0.1), "noise_decay"),
+        (lambda: SGBD(logistic_regression.model, variant="barker"), "variant"),
+        (lambda: CSGLD(logistic_regression.model, step_size=0.0), "step_size"),
+        (lambda: CSGLD(logistic_regression.model, noise_decay=1.5), "noise_decay"),
+        (lambda: sgbd.build_kernel(_quadratic_potential(5), variant="Vanilla"), "variant"),
+        (lambda: sgbd.init(jnp.zeros(3), jnp.ones(2)), "step_size"),
+    ],
+)
+def test_bad_arguments_raise_value_error(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+# ------------------------------------------------------------------ adapters
+@pytest.fixture(scope="module")
+def logreg_potential():
+    """Logistic regression (N = 200, d = 3) as a hand-written potential: cheap to compile."""
+    X, y = logistic_regression.load_data(N=200, d=3, seed=1)[0]
+    terms = logistic_regression.hand_written_terms(X.astype(jnp.float64), y)
+    return build_potential(terms, dim=3, N=200, n=20, init_position=jnp.zeros(3))
+
+
+def test_sgbd_adapter_adapts_in_warmup_then_freezes(logreg_potential):
+    kernel = SGBD(potential=logreg_potential, step_size=0.5, adapt_step_size=True)
+    mcmc = MCMC(kernel, num_warmup=50, num_samples=30, progress_bar=False)
+    mcmc.run(jax.random.key(11))
+    stats = az.from_numpyro(mcmc).sample_stats
+    for field in ("data_evals", "flip_prob_mean", "frac_past_breaking_point", "tau_mean"):
+        assert field in stats
+    sigma = stats["step_size_mean"].values.ravel()
+    assert np.all(sigma == sigma[0]) and sigma[0] < 0.5  # adapted, then frozen after warmup
+    final = mcmc.last_state.kernel_state
+    assert np.all(final.step_size < 0.5) and np.all(final.tau > 0)
+    assert np.all(stats["tau_mean"].values > 0)
+    text = kernel.get_diagnostics_str(mcmc.last_state)
+    assert "σ" in text and "breaking point" in text
+    # a vector σ of the wrong length is refused before compilation
+    with pytest.raises(ValueError, match="step_size"):
+        MCMC(
+            SGBD(potential=logreg_potential, step_size=[0.1, 0.1]),
+            num_warmup=1,
+            num_samples=1,
+            progress_bar=False,
+        ).run(jax.random.key(0))
+
+
+def test_csgld_adapter_runs_vectorized(logreg_potential):
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*There are not enough devices.*")
+        mcmc = MCMC(
+            CSGLD(potential=logreg_potential, step_size=1e-3),
+            num_warmup=20,
+            num_samples=30,
+            num_chains=2,
+            chain_method="vectorized",
+            progress_bar=False,
+        )
+        mcmc.run(jax.random.key(12))
+    draws = mcmc.get_samples(group_by_chain=True)["x"]
+    assert draws.shape == (2, 30, 3) and np.all(np.isfinite(draws))
+    assert not np.allclose(draws[0], draws[1])
+    stats = az.from_numpyro(mcmc).sample_stats
+    assert int(stats["data_evals"].min()) == 20 and "frac_past_breaking_point" in stats
+    first_chain = jax.tree.map(lambda leaf: leaf[0], mcmc.last_state)
+    assert "τ̂" in mcmc.sampler.get_diagnostics_str(first_chain)
