@@ -7,7 +7,23 @@ from pplsamplers.diagnostics import (
     kernel_stein_discrepancy,
     min_ess,
 )
-from pplsamplers.infer import PSGLD, SGLD, AutoSampler, SamplerState, SubsampledKernel, to_arviz
+from pplsamplers.infer import (
+    BPS,
+    CSGLD,
+    HAMCMC,
+    PSBPS,
+    PSGLD,
+    SBPS,
+    SGBD,
+    SGLD,
+    SGRLD,
+    AutoSampler,
+    Boomerang,
+    SamplerState,
+    SigmaBPS,
+    SubsampledKernel,
+    to_arviz,
+)
 from pplsamplers.pdmp import integrate, run_skeleton
 from pplsamplers.potential import (
     SubsampledPotential,
@@ -23,12 +39,21 @@ from pplsamplers.select import Decision, ModelFeatures, model_features, rank_can
 __version__ = "0.1.0"
 
 __all__ = [
+    "BPS",
+    "CSGLD",
+    "HAMCMC",
+    "PSBPS",
     "PSGLD",
+    "SBPS",
+    "SGBD",
     "SGLD",
+    "SGRLD",
     "AutoSampler",
+    "Boomerang",
     "Decision",
     "ModelFeatures",
     "SamplerState",
+    "SigmaBPS",
     "SubsampledKernel",
     "SubsampledPotential",
     "accuracy",

@@ -6,12 +6,34 @@ from typing import Callable
 
 from numpyro.infer import NUTS, DiscreteHMCGibbs
 
-from pplsamplers.infer import PSGLD, SGLD, AutoSampler
+from pplsamplers.infer import (
+    BPS,
+    CSGLD,
+    HAMCMC,
+    PSBPS,
+    PSGLD,
+    SBPS,
+    SGBD,
+    SGLD,
+    SGRLD,
+    AutoSampler,
+    Boomerang,
+    SigmaBPS,
+)
 from pplsamplers.potential import all_data_model
 
 SAMPLERS: dict[str, Callable] = {
     "sgld": SGLD,
     "psgld": PSGLD,
+    "csgld": CSGLD,
+    "sbps": SBPS,
+    "psbps": PSBPS,
+    "bps": BPS,
+    "sigmabps": SigmaBPS,
+    "boomerang": Boomerang,
+    "sgbd": SGBD,
+    "hamcmc": HAMCMC,
+    "sgrld": SGRLD,
     "nuts": NUTS,
     "auto": AutoSampler,
 }

@@ -1,0 +1,134 @@
+"""Selection suite: every candidate on every model, on an equal data budget; AutoSampler's picks.
+
+For each model (all in ``models/``) the suite runs every registered candidate kernel with the
+same sampling budget in epochs (2 chains), scores it by min bulk ESS per epoch, and applies the
+pilot's bias guard (IMQ kernel Stein discrepancy with full-data scores on a thinned subset,
+rejecting a candidate whose KSD exceeds twice the best one's).  The best admissible candidate
+defines the regret 1 − score(chosen)/score(best) of AutoSampler(rules) and AutoSampler(pilot);
+choosing a guard-rejected candidate counts as regret 1.
+
+    python benchmarks/selection_suite.py [--quick] [--budget 20] [--models a,b]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from pplsamplers import AutoSampler  # noqa: E402
+from pplsamplers.infer.auto import available_candidates, default_subsample_size  # noqa: E402
+from pplsamplers.potential import make_potential, model_info  # noqa: E402
+from pplsamplers.samplers import make_kernel  # noqa: E402
+from pplsamplers.select.pilot import evaluate_candidate  # noqa: E402
+
+
+def suite(quick: bool) -> dict:
+    """name -> (module, load_data kwargs)."""
+    import importlib
+
+    load = lambda name: importlib.import_module(f"models.{name}")
+    big = 20_000 if quick else 100_000
+    return {
+        "breast_cancer_lr": (load("logistic_regression"), dict(dataset="breast_cancer")),
+        "large_lr": (load("logistic_regression"), dict(N=big, d=20)),
+        "correlated_gaussian_d50": (load("linear_gaussian"),
+                                    dict(N=big // 2, D=50, correlation=0.9)),
+        "skew_normal": (load("skew_normal"), dict()),
+        "heavy_tailed_lr": (load("heavy_tailed_logistic"), dict()),
+        "hyperboloid": (load("hyperboloid"), dict(N=10_000)),
+        "multimodal_mixture": (load("multimodal_mixture"), dict(N=10_000)),
+        "digits_bnn": (load("bnn"), dict()),
+    }
+
+
+def ksd_of(samples: dict, potential, points: int = 100) -> float:
+    from pplsamplers.diagnostics import kernel_stein_discrepancy
+
+    flat = jax.vmap(potential.unconstrain)(samples)
+    keep = np.linspace(0, flat.shape[0] - 1, min(points, flat.shape[0])).astype(int)
+    x = flat[keep]
+    scores = jax.vmap(lambda p: -potential.full_value_and_grad(p)[1])(x)
+    return float(kernel_stein_discrepancy(x, scores))
+
+
+def run_model(name: str, module, data_kwargs: dict, budget: float, seed: int) -> dict:
+    args, kwargs = module.load_data(**data_kwargs)
+    info = model_info(module.model, args, kwargs)
+    n = info.model_subsample_size or default_subsample_size(info.data_size)
+    potential = make_potential(module.model, args, kwargs, n)
+    rows = {}
+    for i, candidate in enumerate(available_candidates()):
+        params = {} if candidate == "nuts" else {"subsample_size": n}
+        if candidate == "boomerang":
+            params["control_variate"] = True
+        start = time.perf_counter()
+        try:
+            outcome = evaluate_candidate(
+                lambda c=candidate, p=params: make_kernel(c, module.model, **p), args, kwargs,
+                info.data_size, budget_epochs=budget, num_chains=2,
+                rng_key=jax.random.PRNGKey(seed + i))
+            outcome["ksd"] = ksd_of(outcome.pop("samples"), potential)
+        except Exception as error:  # a kernel that fails on a model scores zero, loudly
+            outcome = dict(ess_per_epoch=0.0, ksd=float("inf"), error=str(error)[:80])
+        outcome["seconds"] = time.perf_counter() - start
+        rows[candidate] = outcome
+    best_ksd = min(r["ksd"] for r in rows.values())
+    for r in rows.values():
+        r["rejected"] = bool(r["ksd"] > 2.0 * best_ksd)
+    admissible = {c: r for c, r in rows.items() if not r["rejected"]}
+    best = max(admissible, key=lambda c: admissible[c]["ess_per_epoch"])
+
+    def regret(choice: str) -> float:
+        r = rows.get(choice)
+        if r is None or r["rejected"]:
+            return 1.0
+        return 1.0 - r["ess_per_epoch"] / max(admissible[best]["ess_per_epoch"], 1e-300)
+
+    picks = {}
+    for strategy in ("rules", "pilot"):
+        sampler = AutoSampler(module.model, strategy=strategy,
+                              pilot_options=dict(budget_epochs=budget))
+        picks[strategy] = sampler.decide(args, kwargs).kernel
+    return dict(rows=rows, best=best, picks=picks,
+                regret={s: regret(k) for s, k in picks.items()}, N=info.data_size, n=n)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller data sets")
+    parser.add_argument("--budget", type=float, default=20.0, help="epochs per candidate")
+    parser.add_argument("--models", default="", help="comma-separated subset")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    models = suite(args.quick)
+    chosen = [m for m in args.models.split(",") if m] or list(models)
+    candidates = available_candidates()
+    print(f"budget {args.budget:g} epochs per candidate, 2 chains; score = min bulk ESS / epoch; "
+          "x = rejected by the KSD guard")
+    header = f"{'model':<24} " + " ".join(f"{c:>9}" for c in candidates)
+    header += f" | {'best':>9} {'rules':>9} {'pilot':>9} {'regret r':>8} {'regret p':>8}"
+    print(header)
+    print("-" * len(header))
+    for name in chosen:
+        module, data_kwargs = models[name]
+        out = run_model(name, module, data_kwargs, args.budget, args.seed)
+        cells = []
+        for c in candidates:
+            r = out["rows"][c]
+            cells.append(f"{r['ess_per_epoch']:>8.3g}{'x' if r['rejected'] else ' '}")
+        print(f"{name:<24} " + " ".join(cells)
+              + f" | {out['best']:>9} {out['picks']['rules']:>9} {out['picks']['pilot']:>9}"
+              f" {out['regret']['rules']:>8.2f} {out['regret']['pilot']:>8.2f}", flush=True)
+        errors = {c: r["error"] for c, r in out["rows"].items() if "error" in r}
+        for c, message in errors.items():
+            print(f"    {c} failed: {message}")
+
+
+if __name__ == "__main__":
+    main()
