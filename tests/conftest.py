@@ -11,3 +11,11 @@ if ROOT not in sys.path:
 import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
+# NumPyro rebuilds every kernel's closures for each MCMC run, so identical programs are
+# compiled again and again; the persistent cache (keyed on the program) makes repeats free.
+jax.config.update(
+    "jax_compilation_cache_dir",
+    os.environ.get("PPLSAMPLERS_JAX_CACHE", os.path.join(ROOT, ".jax_cache")),
+)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
