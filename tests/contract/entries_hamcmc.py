@@ -1,9 +1,11 @@
-from pplsamplers.infer.hamcmc import HAMCMC
+import jax.numpy as jnp
 
-# Logistic regression, N = 200, d = 3: the curvature of U is at most about N/4·|x|² ≈ 150,
-# so ε γ = 1e-3 (the SGLD entry's step) keeps the γI part of H stable.
+from pplsamplers.infer.hamcmc import HAMCMC, SGRLD
+
 ENTRIES = {
     "HAMCMC": lambda model: HAMCMC(
         model, step_size=0.1, initial_scale=0.01, memory_size=3, subsample_size=20
     ),
+    # the contract model's Fisher information is about 50·I (N = 200, unit covariates)
+    "SGRLD": lambda model: SGRLD(model, step_size=0.1, metric=50.0 * jnp.eye(3), subsample_size=20),
 }
