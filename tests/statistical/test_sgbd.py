@@ -38,7 +38,7 @@ def test_full_batch_sgbd_matches_the_linear_gaussian_posterior():
         num_warmup=200,
         num_samples=4000,
         num_chains=4,
-        chain_method="vectorized",
+        chain_method="sequential",
         progress_bar=False,
     )
     mcmc.run(jax.random.key(20240601), A, x, **kwargs)

@@ -169,7 +169,7 @@ def test_noise_average_and_adaptive_step_size():
 
 def test_skew_normal_toy_injects_the_stated_noise():
     """The toy model is the hand-written target; its minibatch gradient noise has sd τ."""
-    args, kwargs = skew_normal.load_data(shape=5.0, noise_sd=1.5, subsample_size=10)
+    args, kwargs = skew_normal.load_data(shape=5.0, noise_sd=1.5, subsample_size=10, N=2000)
     noise = args[0]
     assert abs(float(noise.sum())) < 1e-12
     hand = skew_normal.hand_written_terms(noise, kwargs["shape"], kwargs["loc"], kwargs["scale"])
