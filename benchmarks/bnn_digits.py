@@ -1,10 +1,10 @@
 """Digits Bayesian neural network (Goan et al. §5): PDMP samplers against SGLD.
 
-    .venv/bin/python benchmarks/bnn_digits.py            # full size (~6-8 min on 2 cores)
+    .venv/bin/python benchmarks/bnn_digits.py            # full size (~3 min on 2 cores)
     .venv/bin/python benchmarks/bnn_digits.py --quick    # small network, short chains
 
-``models/bnn.py``: 64 pixels → tanh(16) → 10 classes, standard normal priors, 1347 training
-and 450 test images of sklearn's bundled digits.  All samplers start from the same MAP
+``models/bnn.py``: 64 pixels → tanh(16) → 10 classes, standard normal priors, 1348 training
+and 449 test images of sklearn's bundled digits.  All samplers start from the same MAP
 (:func:`pplsamplers.potential.find_map`) and use minibatches of n = 128; the PDMPs use
 control-variate gradients anchored at that MAP.  Columns: test accuracy, mean test NLL and
 expected calibration error (15 bins) of the posterior predictive mean (eq. 14), the ESS of

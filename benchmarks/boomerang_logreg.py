@@ -1,6 +1,6 @@
 """BPS, σBPS and the Boomerang against NumPyro NUTS and SGLD on Bayesian logistic regression.
 
-    .venv/bin/python benchmarks/boomerang_logreg.py            # N = 10^4 and 10^5 (~8 min)
+    .venv/bin/python benchmarks/boomerang_logreg.py            # N = 10^4 and 10^5 (~5 min)
     .venv/bin/python benchmarks/boomerang_logreg.py --quick    # N = 10^4, short chains
 
 Data: ``models/logistic_regression.py``, ``load_data(N, d=20, seed=0)``, float64, one chain
@@ -22,7 +22,7 @@ sd err       max_j |sd_j / sd_ref_j − 1|
 bounce       PDMP bounces per sample;  viol: bound violations per 1000 proposals
 The reference is the stored long NUTS run (tests/data/logreg_N<N>_nuts.json, 4 × 2000 draws,
 made by tests/data/boomerang_reference.py), or this benchmark's own NUTS run if it is missing.
-The minibatch size is n = 100 (``--batch``) for SGLD and every PDMP.
+The minibatch size is n = N / 100 (``--batch``) for SGLD and every PDMP.
 
 pdmp-jax (the JAX PDMP package) is imported if available; its releases pin jax < 0.5 and
 cannot be installed next to jax 0.12, so it prints "not installed" rows here.
@@ -278,16 +278,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="N = 10^4 only, short chains")
     parser.add_argument("--sizes", type=int, nargs="*", default=None)
-    parser.add_argument("--batch", type=int, default=100, help="minibatch size n")
+    parser.add_argument("--batch", type=int, default=None, help="minibatch size n (N/100)")
     args = parser.parse_args()
     sizes = args.sizes or ([10_000] if args.quick else [10_000, 100_000])
     warnings.filterwarnings("ignore", message=".*There are not enough devices.*")
     summary = []
     for N in sizes:
         started = time.perf_counter()
-        rows, ref_name = benchmark(N, args.quick, args.batch)
+        n = args.batch or N // 100
+        rows, ref_name = benchmark(N, args.quick, n)
         print(
-            f"\n== logistic regression, N = {N}, d = {D}, n = {args.batch}, reference "
+            f"\n== logistic regression, N = {N}, d = {D}, n = {n}, reference "
             f"{ref_name} ({time.perf_counter() - started:.0f} s) =="
         )
         print_table(rows)

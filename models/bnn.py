@@ -54,7 +54,7 @@ def load_data(
     --------
     >>> (X, y), kwargs = load_data("train")
     >>> X.shape, int(y.max()), kwargs
-    ((1347, 64), 9, {'hidden': 16})
+    ((1348, 64), 9, {'hidden': 16})
     """
     from sklearn.datasets import load_digits
 

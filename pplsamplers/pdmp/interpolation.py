@@ -16,7 +16,16 @@ The event rate of a PDMP along its flow is λ(t) = [G(t)]_+ with G(t) = v(t)·�
 The line interpolates the raw G (it may be negative), so a rate that is zero now but rising
 is extrapolated to its zero crossing, which the linear inversion handles exactly.  The
 envelope is only an *approximate* bound: ``bound_violations`` counts proposals with
-[G]_+ / h > 1 (the paper's bias diagnostic), and α > 1 makes them rarer.
+[G]_+ / h > 1 (the paper's bias diagnostic), and α > 1 makes them rarer.  The counter
+undercounts: where the envelope is far too low few proposals are made, so most missed
+events leave no violation behind.
+
+Noisy rates (minibatch estimates) are an extension: two-point slopes of noisy values swing
+wildly and the line then often predicts no event where there is one.  ``min_gap`` keeps the
+slope unless the new point is at least ``min_gap · t_init`` from the previous one, and
+``noise_margin`` = k raises the line to an upper confidence line, adding k standard
+deviations of the newest value and of the slope (:func:`envelope_rate`).  Both are 0 by
+default, which is Alg. 2 as printed.
 
 Safeguards (each counted):
 
@@ -30,9 +39,10 @@ Safeguards (each counted):
 
 The envelope is a :class:`Envelope` that the caller keeps in its kernel state: it survives
 grid times (a PDMP sample ends mid-segment and the next sample continues the same envelope)
-and is reset after velocity jumps.  Every loop iteration makes exactly one rate evaluation
-(envelope initialisation, proposal or re-initialisation after a horizon cap), so the loop
-vectorises over chains without ``lax.cond`` doubling the work.
+and is reset after velocity jumps.  Every loop iteration makes one rate evaluation (envelope
+initialisation, proposal, or re-initialisation after a horizon cap; the last iteration of a
+call that reaches its horizon discards it), so the loop vectorises over chains without
+``lax.cond`` doubling the work.
 """
 
 from __future__ import annotations
@@ -307,10 +317,12 @@ def interpolation_thinning(
 
     def body(carry: tuple) -> tuple:
         key, now, env, stats, evals, _, _, _, _, _, _ = carry
-        key, exp_key, eval_key, accept_key = jax.random.split(key, 4)
+        key, draw_key, eval_key = jax.random.split(key, 3)
+        # one uniform pair per iteration: E = -log(1 - u0) ~ Exp(1) and the thinning u1
+        uniforms = jax.random.uniform(draw_key, (2,), dtype=dtype)
         # the envelope's proposal (only meaningful when env.valid)
         h_now, a = envelope_rate(env, now, alpha, noise_margin)
-        wait = linear_rate_arrival(h_now, a, jax.random.exponential(exp_key, dtype=dtype))
+        wait = linear_rate_arrival(h_now, a, -jnp.log1p(-uniforms[0]))
         t_prop = now + wait
         cap_time = env.time + max_extrapolation
         hits_horizon = env.valid & (t_prop >= horizon) & (horizon <= cap_time)
@@ -330,7 +342,7 @@ def interpolation_thinning(
         # proposal: thinning test (eq. 8)
         h_prop = jnp.maximum(h_now + a * wait, jnp.finfo(dtype).tiny)
         ratio = jnp.maximum(rate, 0.0) / h_prop
-        accept = proposing & (jax.random.uniform(accept_key, dtype=dtype) < ratio)
+        accept = proposing & (uniforms[1] < ratio)
         reject = proposing & ~accept
         violated = proposing & (ratio > 1.0 + tolerance)
         gap = t_prop - env.time
