@@ -55,18 +55,31 @@ def test_full_batch_sgbd_matches_the_linear_gaussian_posterior():
 
 
 # ---------------------------------------------------------------- skew-normal toy (§5.0.1)
-N_PSEUDO, BATCH, CHAINS, STEPS, BURN = 10_000, 10, 192, 2000, 200
+N_PSEUDO, BATCH, CHAINS, STEPS, BURN = 10_000, 10, 256, 2200, 200
 UNIT_NOISE = skew_normal.noise_coefficients(1.0, BATCH, N_PSEUDO)
 SGLD_STEP = 0.5  # √(2ε) = 50 % of the target sd: SGLD's per-step noise, "equal step" to σ
+K_SE = 3.0  # one-sided tolerance, in standard errors, for "no worse than" comparisons
+# (shape, τ, σ) -> (the runs made there, how many batches of CHAINS chains).  "exact" is
+# vanilla with τ = 0 (the exact gradient: Barker without accept/reject, whose bias is the
+# discretisation error alone).  τ = 10 mixes slowly (sd ≈ 1.9), hence two batches there.
+TOY_SETTINGS = {
+    (5.0, 1.0, 0.5): (("vanilla", "corrected", "sgld", "exact"), 1),  # Fig. 2 / Fig. 9a
+    (20.0, 1.0, 0.5): (("vanilla", "corrected", "sgld", "exact"), 1),
+    (20.0, 1.0, 1.0): (("vanilla", "corrected"), 1),  # the step-size knob
+    (5.0, 10.0, 0.5): (("vanilla", "corrected"), 2),  # Fig. 9b: τ = 10 target sd
+    (20.0, 10.0, 0.5): (("vanilla", "corrected"), 2),
+}
 
 
 @functools.partial(jax.jit, static_argnames="kind")
 def _toy_draws(key, shape, noise_sd, sigma, kind):
     """CHAINS × (STEPS − BURN) draws minus the true mean, started at the true mean.
 
-    Target SN(0, ω, shape) with sd 1; minibatch gradient noise of sd ``noise_sd``.  Indices
-    are drawn uniformly with replacement through ``uniform`` (same law as the potential's
-    ``randint``, which compiles about 1 s slower under ``vmap``).
+    Target SN(0, ω, shape) with sd 1; minibatch gradient noise of sd ``noise_sd``, injected
+    through the data plate of ``models/skew_normal.py`` (so corrected SGBD sees it through
+    its per-example estimate τ̂, as on a real model).  Indices are drawn uniformly with
+    replacement through ``uniform`` (same law as the potential's ``randint``, which compiles
+    about 1 s slower under ``vmap``).
     """
     delta = shape / jnp.sqrt(1.0 + shape**2)
     scale = 1.0 / jnp.sqrt(1.0 - 2.0 * delta**2 / jnp.pi)
@@ -98,46 +111,55 @@ def _toy_draws(key, shape, noise_sd, sigma, kind):
     return jax.vmap(chain)(jax.random.split(key, CHAINS))
 
 
+def _abs_excess(chain_means_a, chain_means_b, weight=1.0):
+    """|ā| − weight·|b̄| and its standard error, ā and b̄ averages of paired chain means.
+
+    The chains are independent, and chain i of both runs shares its random numbers (common
+    random numbers), so the pairs (a_i, b_i) are i.i.d. and the delta method gives the se
+    from the per-chain values sign(ā) a_i − weight·sign(b̄) b_i (batch means over chains,
+    which absorbs the within-chain autocorrelation).
+    """
+    a_bar, b_bar = chain_means_a.mean(), chain_means_b.mean()
+    linear = np.sign(a_bar) * chain_means_a - weight * np.sign(b_bar) * chain_means_b
+    excess = abs(a_bar) - weight * abs(b_bar)
+    return float(excess), float(linear.std(ddof=1) / np.sqrt(linear.size))
+
+
+def toy_summary():
+    """Summaries per (kind, shape, τ, σ); all runs of one setting share keys (paired chains)."""
+    summary = {}
+    for number, ((shape, noise_sd, sigma), (kinds, batches)) in enumerate(TOY_SETTINGS.items()):
+        keys = jax.random.split(jax.random.key(1000 + number), batches)
+        for kind in kinds:
+            noise, sampler = (0.0, "vanilla") if kind == "exact" else (noise_sd, kind)
+            centred = np.concatenate(
+                [np.asarray(_toy_draws(key, shape, noise, sigma, sampler)) for key in keys]
+            )
+            assert float(az.ess(centred)) >= 100, (kind, shape, noise_sd, sigma)
+            summary[kind, shape, noise_sd, sigma] = dict(
+                bias=float(centred.mean()),
+                se=float(az.mcse(centred)),
+                sd=float(centred.std()),
+                chain_means=centred.mean(axis=1),
+                chain_sds=centred.std(axis=1),
+                draws=centred,
+            )
+    return summary
+
+
 @pytest.fixture(scope="module")
 def toy():
-    """Draws for (kind, shape, τ, σ); vanilla and corrected share keys (common random numbers)."""
-    settings = [
-        (5.0, 1.0, 0.5),
-        (20.0, 1.0, 0.5),
-        (5.0, 3.0, 0.5),
-        (20.0, 3.0, 0.5),
-        (20.0, 1.0, 1.0),
-    ]
-    draws = {}
-    for number, (shape, noise_sd, sigma) in enumerate(settings):
-        key = jax.random.key(1000 + number)
-        for kind in ("vanilla", "corrected"):
-            draws[kind, shape, noise_sd, sigma] = np.asarray(
-                _toy_draws(key, shape, noise_sd, sigma, kind)
-            )
-        if noise_sd == 1.0 and sigma == SGLD_STEP:
-            draws["sgld", shape, noise_sd, sigma] = np.asarray(
-                _toy_draws(key, shape, noise_sd, sigma, "sgld")
-            )
-    summary = {}
-    for name, centred in draws.items():
-        assert float(az.ess(centred)) >= 100, name
-        summary[name] = dict(
-            bias=float(centred.mean()),
-            se=float(az.mcse(centred)),
-            sd=float(centred.std()),
-            draws=centred,
-        )
-    return summary
+    return toy_summary()
 
 
 @pytest.mark.parametrize("shape", [5.0, 20.0])
 def test_sgbd_bias_is_at_most_half_of_sgld_fig2(toy, shape):
-    """Fig. 2: τ = target sd, step 50 % of the target sd.
+    """Fig. 2: τ = target sd, step 50 % of the target sd (σ = 0.5 for SGBD, √(2ε) = 0.5 for SGLD).
 
-    Measured with these keys (relative bias ± MCSE): shape 5: SGLD +0.096 ± 0.008, vanilla
-    SGBD +0.016 ± 0.008, corrected −0.008 ± 0.008; shape 20: SGLD +1.57 ± 0.02, SGBD
-    −0.025 / −0.050.  The claim is checked with 2 MCSE counted against it on both sides.
+    Measured with these keys (relative bias ± MCSE): shape 5: SGLD +0.093 ± 0.006, vanilla
+    SGBD +0.006 ± 0.007, corrected −0.012 ± 0.007; shape 20: SGLD +1.57 ± 0.01, vanilla
+    −0.031 ± 0.007, corrected −0.053 ± 0.007.  2 MCSE counted against the claim on both sides.
+    (``python -m tests.statistical.test_sgbd`` prints every number quoted in this file.)
     """
     langevin = toy["sgld", shape, 1.0, 0.5]
     for variant in ("vanilla", "corrected"):
@@ -147,38 +169,112 @@ def test_sgbd_bias_is_at_most_half_of_sgld_fig2(toy, shape):
         ), (variant, barker["bias"], langevin["bias"])
 
 
-@pytest.mark.parametrize("shape", [5.0, 20.0])
-def test_corrected_sgbd_removes_the_noise_bias(toy, shape):
-    """The correction targets the noise-induced error (Prop. 1: p̂ shrinks towards ½).
+CORRECTED_WORSE_AT_SHAPE_20 = (
+    "measured, not an implementation error: at shape 20, tau = 1, sigma = 0.5 the "
+    "exact-gradient Barker chain (no accept/reject) has relative bias -0.06; the gradient "
+    "noise shifts vanilla's mean up by about +0.035 (to -0.03) and the correction removes most "
+    "of that shift (corrected -0.05; the same with the true tau in place of tau-hat), so "
+    "|corrected| exceeds |vanilla| by 0.021 +- 0.002 (paired), about 10 se.  The paper's "
+    "Fig. 9a only reports 'little difference' between the variants at tau = target sd."
+)
 
-    * Large noise (τ = 3 target sd, where Fig. 9b makes the claim): corrected's relative
-      bias of the mean is below vanilla's, 2 MCSE counted against the claim (measured
-      vanilla +0.18 / +0.19, corrected +0.03 / −0.002 at shapes 5 / 20).
-    * τ = target sd: the mean biases of the two variants are both ≈ 0.01–0.05 and of either
-      order (vanilla's noise error partly cancels Barker's discretisation error at shape 20),
-      so the test checks what the correction provably does there: less variance inflation.
-      Vanilla and corrected share random numbers; the difference of their sds is estimated
-      from the 192 independent chain pairs (measured 0.022 ± 0.002).
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        5.0,
+        pytest.param(
+            20.0, marks=pytest.mark.xfail(strict=True, reason=CORRECTED_WORSE_AT_SHAPE_20)
+        ),
+    ],
+)
+def test_corrected_sgbd_bias_is_at_most_vanillas_fig2(toy, shape):
+    """The issue's statement as written: τ = target sd, σ = 50 % of the target sd.
+
+    Checked: |bias_corrected| ≤ |bias_vanilla| + 3 se, with se that of the paired difference
+    of the two absolute biases (same keys; delta method over the 256 independent chain
+    pairs).  Measured with these keys: shape 5: excess +0.006 ± 0.012 (passes; a 2·10⁷-step
+    probe with Gaussian noise gives vanilla +0.014 ± 0.001, corrected −0.006 ± 0.001);
+    shape 20: excess +0.021 ± 0.002, about 10 se: fails, hence the strict xfail, whose reason
+    gives the mechanism (checked by the next test).
     """
-    vanilla, corrected = toy["vanilla", shape, 3.0, 0.5], toy["corrected", shape, 3.0, 0.5]
-    assert abs(corrected["bias"]) + 2 * corrected["se"] <= abs(vanilla["bias"]) - 2 * vanilla["se"]
-
     vanilla, corrected = toy["vanilla", shape, 1.0, 0.5], toy["corrected", shape, 1.0, 0.5]
-    paired = vanilla["draws"].std(axis=1) - corrected["draws"].std(axis=1)
+    excess, se = _abs_excess(corrected["chain_means"], vanilla["chain_means"])
+    assert excess <= K_SE * se, (corrected["bias"], vanilla["bias"], excess, se)
+
+
+@pytest.mark.parametrize("shape", [5.0, 20.0])
+def test_corrected_sgbd_removes_the_noise_induced_shift(toy, shape):
+    """What the correction provably targets (Prop. 1, Prop. 4), at τ = target sd, σ = 0.5.
+
+    Gradient noise shrinks p̂ towards ½ (Prop. 1); p̃ undoes that to within 0.019 (Prop. 4),
+    so corrected SGBD should behave like the exact-gradient chain ("exact", same keys), whose
+    own bias is Barker's discretisation error (measured −0.022 / −0.064 at shapes 5 / 20).
+    Checked: corrected's mean is closer to the exact chain's than vanilla's is, 3 se counted
+    against the claim (measured distances 0.009 vs 0.028 and 0.011 vs 0.033, se ≈ 0.003);
+    and its sd inflation is smaller (vanilla − corrected sd measured 0.02, paired se ≈ 0.002),
+    without dropping below the target sd.
+    """
+    exact = toy["exact", shape, 1.0, 0.5]
+    vanilla, corrected = toy["vanilla", shape, 1.0, 0.5], toy["corrected", shape, 1.0, 0.5]
+    excess, se = _abs_excess(
+        corrected["chain_means"] - exact["chain_means"],
+        vanilla["chain_means"] - exact["chain_means"],
+    )
+    assert excess + K_SE * se <= 0, (exact["bias"], vanilla["bias"], corrected["bias"], se)
+
+    paired = vanilla["chain_sds"] - corrected["chain_sds"]
     paired_se = paired.std(ddof=1) / np.sqrt(paired.size)
     assert vanilla["sd"] - corrected["sd"] > 4 * paired_se
     sd_se = float(az.mcse(corrected["draws"], method="sd"))
     assert corrected["sd"] > 1.0 - 2 * sd_se  # closer to 1 without overshooting it
 
 
+@pytest.mark.parametrize("shape", [5.0, 20.0])
+def test_corrected_sgbd_has_less_bias_under_large_noise_fig9b(toy, shape):
+    """Fig. 9b: τ = 10 target sd, σ = 50 % of the target sd (the paper's large-step case).
+
+    τ̂|z| ≈ 5 > 1.702, so corrected SGBD uses the extreme rule (Alg. 4) almost everywhere;
+    Cor. 2 makes that the largest bias reduction a symmetric rule can give.  Measured with
+    these keys: vanilla +0.77 / +0.98, corrected +0.73 / +0.91 (shapes 5 / 20; MCSE 0.017);
+    |corrected| − |vanilla| = −0.047 ± 0.011 / −0.073 ± 0.011 (paired).  2 se counted
+    against the claim.
+    """
+    vanilla, corrected = toy["vanilla", shape, 10.0, 0.5], toy["corrected", shape, 10.0, 0.5]
+    excess, se = _abs_excess(corrected["chain_means"], vanilla["chain_means"])
+    assert excess + 2 * se < 0, (corrected["bias"], vanilla["bias"], excess, se)
+
+
 def test_sgbd_bias_grows_with_the_step_size(toy):
     """Halving σ (1.0 → 0.5 target sd) shrinks the bias (shape 20, τ = 1; DESIGN §6).
 
-    Measured corrected relative bias −0.157 ± 0.005 vs −0.050 ± 0.008; sds 1.25 / 1.19 vs
-    1.09 / 1.06 (vanilla / corrected).  2 MCSE counted against the claim.
+    Measured corrected relative bias −0.154 ± 0.004 vs −0.053 ± 0.007; sds 1.26 / 1.19 vs
+    1.08 / 1.06 (vanilla / corrected).  2 MCSE counted against the claim.
     """
     large, small = toy["corrected", 20.0, 1.0, 1.0], toy["corrected", 20.0, 1.0, 0.5]
     assert abs(large["bias"]) - 2 * large["se"] > abs(small["bias"]) + 2 * small["se"]
     for variant in ("vanilla", "corrected"):
         large, small = toy[variant, 20.0, 1.0, 1.0], toy[variant, 20.0, 1.0, 0.5]
         assert large["sd"] - 1.0 > 2 * (small["sd"] - 1.0) > 0, variant
+
+
+if __name__ == "__main__":  # python -m tests.statistical.test_sgbd: the numbers quoted above
+    summary = toy_summary()
+    for (shape, noise_sd, sigma), (kinds, _) in TOY_SETTINGS.items():
+        print(f"shape {shape:g}, τ {noise_sd:g}, σ {sigma:g}")
+        for kind in kinds:
+            run = summary[kind, shape, noise_sd, sigma]
+            chain_se = run["chain_means"].std(ddof=1) / np.sqrt(run["chain_means"].size)
+            print(
+                f"  {kind:<9} bias {run['bias']:+.4f} ± {run['se']:.4f} (ArviZ MCSE; "
+                f"{chain_se:.4f} from chain means)   sd {run['sd']:.4f}"
+            )
+        if "corrected" in kinds:
+            means = {kind: summary[kind, shape, noise_sd, sigma]["chain_means"] for kind in kinds}
+            excess, se = _abs_excess(means["corrected"], means["vanilla"])
+            print(f"  |corrected| − |vanilla| = {excess:+.4f} ± {se:.4f} (paired)")
+        if "exact" in kinds:
+            excess, se = _abs_excess(
+                means["corrected"] - means["exact"], means["vanilla"] - means["exact"], 0.5
+            )
+            print(f"  |corrected − exact| − ½|vanilla − exact| = {excess:+.4f} ± {se:.4f}")
