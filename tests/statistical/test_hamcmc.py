@@ -25,6 +25,8 @@ Covariance tolerance (why it is not just 4·MCSE)
     that the error does shrink with ε: at 8ε the error is larger, beyond the MCSE.
 """
 
+import functools
+
 import arviz as az
 import jax
 import jax.numpy as jnp
@@ -75,6 +77,12 @@ def predicted_bias(step_size, initial_scale, A, x, mean, cov):
     return worst
 
 
+@functools.cache
+def runner_for(dim, correlation, memory_size, num_steps):
+    """One compiled runner per setting, shared by the tests that use it (compiling dominates)."""
+    return make_runner(setup(dim, correlation)[0], memory_size, num_steps)
+
+
 def make_runner(potential, memory_size, num_steps):
     """Compiled ``(step_size, initial_scale, keys) -> draws``; ε and γ are traced, one compile."""
 
@@ -122,9 +130,11 @@ def covariance_check(draws, mean, cov):
     return error, np.asarray(az.mcse(products)).reshape(dim, dim)
 
 
+# Compiling dominates the run time, so the D = 2 runner is shared with the step-size test.
+D2_STEPS = 20_000
 CASES = [
     # dim, ρ, M, ε, steps per chain, seed;  γ = 1/λ_max(P) (the stable SGLD step in H⁰ = γI)
-    pytest.param(2, 0.9, 2, 0.05, 20_000, 11, id="D2"),
+    pytest.param(2, 0.9, 2, 0.05, D2_STEPS, 11, id="D2"),
     pytest.param(10, 0.7, 3, 0.05, 30_000, 12, id="D10"),
 ]
 
@@ -137,7 +147,7 @@ def initial_scale_for(cov):
 def test_hamcmc_linear_gaussian(dim, correlation, memory_size, step_size, num_steps, seed):
     potential, A, x, mean, cov = setup(dim, correlation)
     initial_scale = initial_scale_for(cov)
-    runner = make_runner(potential, memory_size, num_steps)
+    runner = runner_for(dim, correlation, memory_size, num_steps)
     keys = jax.random.split(jax.random.key(seed), NUM_CHAINS)
     draws = np.asarray(runner(step_size, initial_scale, jnp.asarray(mean), keys))
     draws = draws[:, num_steps // 10 :]
@@ -156,11 +166,12 @@ def test_covariance_bias_shrinks_with_step_size():
     """O(ε) bias: with γ fixed, the covariance error at 8ε exceeds the one at ε by > 4 MCSE."""
     potential, A, x, mean, cov = setup(2, 0.9)
     initial_scale = initial_scale_for(cov)
-    runner = make_runner(potential, 2, 20_000)
+    runner = runner_for(2, 0.9, 2, D2_STEPS)
     keys = jax.random.split(jax.random.key(13), NUM_CHAINS)
     errors = {}
     for step_size in (0.05, 0.4):
-        draws = np.asarray(runner(step_size, initial_scale, jnp.asarray(mean), keys))[:, 2000:]
+        draws = np.asarray(runner(step_size, initial_scale, jnp.asarray(mean), keys))
+        draws = draws[:, 2000:]
         error, mcse = covariance_check(draws, mean, cov)
         errors[step_size] = (error.max(), mcse[np.unravel_index(error.argmax(), error.shape)])
         # the predicted allowance holds at both step sizes

@@ -32,7 +32,7 @@ def dense_lbfgs(s, y, valid, gamma):
 
 def columns(apply, dim):
     """The matrix of a linear map given as a function of a vector."""
-    return np.asarray(jax.vmap(apply, out_axes=1)(jnp.eye(dim)))
+    return np.asarray(jax.jit(jax.vmap(apply, out_axes=1))(jnp.eye(dim)))
 
 
 def random_pairs(rng, dim, num_pairs, noise=0.0):
@@ -211,12 +211,13 @@ def test_first_2M_states_are_sgld_and_step_costs_two_gradients():
     potential = build_potential(full.terms, dim=4, N=20, n=5, init_position=jnp.zeros(4))
     step = hamcmc.build_kernel(potential, eps, memory_size=M, initial_scale=gamma)
     states, infos, keys, _ = run_chain(step, hamcmc.init(jnp.zeros(4), M), 2 * M + 2)
+    grad, sample_indices = jax.jit(potential.grad), jax.jit(potential.sample_indices)
     for t in range(1, 2 * M + 1):
         batch_key, noise_key = jax.random.split(keys[t - 1])
-        idx = potential.sample_indices(batch_key)
+        idx = sample_indices(batch_key)
         back = states[max(t - M, 0)].position
         z = jax.random.normal(noise_key, (4,), back.dtype)
-        sgld = back - gamma * eps * potential.grad(back, idx) + jnp.sqrt(2 * gamma * eps) * z
+        sgld = back - gamma * eps * grad(back, idx) + jnp.sqrt(2 * gamma * eps) * z
         np.testing.assert_allclose(states[t].position, sgld, rtol=1e-12)
         assert bool(infos[t - 1].sgld_start)
     assert not bool(infos[2 * M].sgld_start)
