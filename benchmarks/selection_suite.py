@@ -1,9 +1,10 @@
 """Selection suite: every candidate on every model, on an equal data budget; AutoSampler's picks.
 
 For each model (all in ``models/``) the suite runs every registered candidate kernel with the
-same sampling budget in epochs (2 chains), scores it by min bulk ESS per epoch, and applies the
-pilot's bias guard (IMQ kernel Stein discrepancy with full-data scores on a thinned subset,
-rejecting a candidate whose KSD exceeds twice the best one's).  The best admissible candidate
+same sampling budget in epochs (2 chains, started inside the Laplace approximation, with the
+scale-aware settings of ``competence.tuned_params``), scores it by min bulk ESS per epoch, and
+applies the pilot's bias guard (IMQ kernel Stein discrepancy with full-data scores on a thinned
+subset, rejecting a candidate whose KSD exceeds twice the best one's).  The best admissible candidate
 defines the regret 1 − score(chosen)/score(best) of AutoSampler(rules) and AutoSampler(pilot);
 choosing a guard-rejected candidate counts as regret 1.
 
@@ -25,6 +26,8 @@ from pplsamplers import AutoSampler  # noqa: E402
 from pplsamplers.infer.auto import available_candidates, default_subsample_size  # noqa: E402
 from pplsamplers.potential import make_potential, model_info  # noqa: E402
 from pplsamplers.samplers import make_kernel  # noqa: E402
+from pplsamplers.select import model_features, rank_candidates  # noqa: E402
+from pplsamplers.select.features import laplace_starts  # noqa: E402
 from pplsamplers.select.pilot import evaluate_candidate  # noqa: E402
 
 
@@ -40,7 +43,8 @@ def suite(quick: bool) -> dict:
         "correlated_gaussian_d50": (load("linear_gaussian"),
                                     dict(N=big // 2, D=50, correlation=0.9)),
         "skew_normal": (load("skew_normal"), dict()),
-        "heavy_tailed_lr": (load("heavy_tailed_logistic"), dict()),
+        "heavy_tailed_lr": (load("heavy_tailed_logistic"),
+                            dict(N=big // 2, scales=(1.0, 10.0))),
         "hyperboloid": (load("hyperboloid"), dict(N=10_000)),
         "multimodal_mixture": (load("multimodal_mixture"), dict(N=10_000)),
         "digits_bnn": (load("bnn"), dict()),
@@ -62,22 +66,30 @@ def run_model(name: str, module, data_kwargs: dict, budget: float, seed: int) ->
     info = model_info(module.model, args, kwargs)
     n = info.model_subsample_size or default_subsample_size(info.data_size)
     potential = make_potential(module.model, args, kwargs, n)
+    features = model_features(module.model, args, kwargs, subsample_size=n)
+    # every candidate runs with the scale-aware settings AutoSampler would give it
+    tuned = {c.name: c.params for c in rank_candidates(features, available_candidates())}
+    starts = laplace_starts(jax.random.PRNGKey(seed + 1000), features, 2)  # as the pilot does
     rows = {}
     for i, candidate in enumerate(available_candidates()):
-        params = {} if candidate == "nuts" else {"subsample_size": n}
+        params = {} if candidate == "nuts" else {"subsample_size": n, **tuned.get(candidate, {})}
         if candidate == "boomerang":
             params["control_variate"] = True
+        if params.get("control_variate") is True:
+            params["control_variate"] = features.map_position
         start = time.perf_counter()
         try:
             outcome = evaluate_candidate(
                 lambda c=candidate, p=params: make_kernel(c, module.model, **p), args, kwargs,
                 info.data_size, budget_epochs=budget, num_chains=2,
-                rng_key=jax.random.PRNGKey(seed + i))
+                rng_key=jax.random.PRNGKey(seed + i), starts=starts)
             outcome["ksd"] = ksd_of(outcome.pop("samples"), potential)
         except Exception as error:  # a kernel that fails on a model scores zero, loudly
             outcome = dict(ess_per_epoch=0.0, ksd=float("inf"), error=str(error)[:80])
         outcome["seconds"] = time.perf_counter() - start
         rows[candidate] = outcome
+        print(f"    {name}: {candidate} {outcome['ess_per_epoch']:.3g} ESS/epoch, KSD "
+              f"{outcome['ksd']:.3g}, {outcome['seconds']:.0f} s", file=sys.stderr, flush=True)
     best_ksd = min(r["ksd"] for r in rows.values())
     for r in rows.values():
         r["rejected"] = bool(r["ksd"] > 2.0 * best_ksd)
@@ -94,7 +106,11 @@ def run_model(name: str, module, data_kwargs: dict, budget: float, seed: int) ->
     for strategy in ("rules", "pilot"):
         sampler = AutoSampler(module.model, strategy=strategy,
                               pilot_options=dict(budget_epochs=budget))
-        picks[strategy] = sampler.decide(args, kwargs).kernel
+        try:
+            picks[strategy] = sampler.decide(args, kwargs).kernel
+        except ValueError as error:  # printed, and counted as regret 1
+            print(f"    {name}: AutoSampler({strategy}) failed: {error}", file=sys.stderr)
+            picks[strategy] = "failed"
     return dict(rows=rows, best=best, picks=picks,
                 regret={s: regret(k) for s, k in picks.items()}, N=info.data_size, n=n)
 
@@ -117,6 +133,7 @@ def main() -> None:
     print("-" * len(header))
     for name in chosen:
         module, data_kwargs = models[name]
+        started = time.perf_counter()
         out = run_model(name, module, data_kwargs, args.budget, args.seed)
         cells = []
         for c in candidates:
@@ -125,6 +142,8 @@ def main() -> None:
         print(f"{name:<24} " + " ".join(cells)
               + f" | {out['best']:>9} {out['picks']['rules']:>9} {out['picks']['pilot']:>9}"
               f" {out['regret']['rules']:>8.2f} {out['regret']['pilot']:>8.2f}", flush=True)
+        print(f"{'  KSD':<24} " + " ".join(f"{out['rows'][c]['ksd']:>9.3g}" for c in candidates)
+              + f" | {time.perf_counter() - started:>7.0f} s", flush=True)
         errors = {c: r["error"] for c, r in out["rows"].items() if "error" in r}
         for c, message in errors.items():
             print(f"    {c} failed: {message}")

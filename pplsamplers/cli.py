@@ -12,12 +12,14 @@ import importlib.util
 import os
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 DEMO_N, DEMO_D, DEMO_SUBSAMPLE = 100_000, 20, 1000
 BUILTIN_MODELS = Path(__file__).resolve().parent.parent / "models"
 CONTROL_VARIATE_SAMPLERS = {"sgld", "psgld"}
+"""Kernels the demo runs with control variates unless told otherwise (AutoSampler decides)."""
 DEMO_THINNING = {"sgld": 5, "psgld": 5}
 
 
@@ -88,6 +90,7 @@ def run_job(
     from numpyro.infer import MCMC
 
     from pplsamplers.diagnostics import epochs, min_ess
+    from pplsamplers.infer.auto import to_arviz
     from pplsamplers.samplers import make_kernel
 
     for arg, value in (("num_samples", num_samples), ("num_chains", num_chains)):
@@ -95,33 +98,42 @@ def run_job(
             raise ValueError(f"--{arg.replace('_', '-')} must be at least 1; got {value}.")
     if num_warmup < 0:
         raise ValueError(f"--num-warmup must be non-negative; got {num_warmup}.")
+    if thinning < 1:
+        raise ValueError(f"--thinning must be at least 1; got {thinning}.")
     options = dict(subsample_size=subsample_size, step_size=step_size)
     if control_variate:
         options["control_variate"] = True
     kernel = make_kernel(sampler, model, **options)
-    if thinning < 1:
-        raise ValueError(f"--thinning must be at least 1; got {thinning}.")
+    if sampler == "auto":  # decide before sampling, and say why
+        decision = kernel.decide(model_args, model_kwargs)
+        print_fn(decision.explain(print_it=False) + "\n")
     # NumPyro counts thinned-out draws in num_samples: run num_samples * thinning steps
     mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples * thinning,
                 num_chains=num_chains, thinning=thinning, chain_method="vectorized",
                 progress_bar=progress_bar)
+    chosen = kernel.decision.kernel if sampler == "auto" else sampler
+    discrete = sampler == "auto" and kernel.decision.params.get("discrete", False)
+    # plain NUTS reports its leapfrog steps, which give its epochs (one full gradient each)
+    extra_fields = ("num_steps",) if chosen == "nuts" and not discrete else ()
     start = time.perf_counter()
-    mcmc.run(jax.random.key(seed), *model_args, **model_kwargs)
+    mcmc.run(jax.random.key(seed), *model_args, extra_fields=extra_fields, **model_kwargs)
     jax.block_until_ready(mcmc.get_samples())
     seconds = time.perf_counter() - start
-    idata = az.from_numpyro(mcmc)
+    idata = to_arviz(mcmc)
     idata.attrs["pplsamplers_sampler"] = sampler
     idata.attrs["pplsamplers_wall_seconds"] = seconds
 
     summary = az.summary(idata)
     print_fn(summary.to_string())
     ess = min_ess(idata)
-    line = f"\nsampler {sampler}: {num_chains} chains x {num_samples} draws in {seconds:.1f} s"
+    label = f"auto -> {chosen}" if sampler == "auto" else sampler
+    line = f"\nsampler {label}: {num_chains} chains x {num_samples} draws in {seconds:.1f} s"
     line += f" | min bulk ESS {ess:.0f} | {ess / seconds:.1f} ESS/s"
-    potential = getattr(kernel, "potential", None)
-    if "data_evals" in getattr(idata, "sample_stats", {}) and potential is not None:
+    num_data = _data_size(kernel, model, model_args, model_kwargs)
+    stats = getattr(idata, "sample_stats", {})
+    if num_data and ("data_evals" in stats or "n_steps" in stats):
         # kept draws only carry their own step's cost: scale by thinning
-        used = epochs(idata, potential.N, thinning)
+        used = epochs(idata, num_data, thinning)
         line += f" | {used:.1f} epochs | {ess / max(used, 1e-12):.1f} ESS/epoch"
     if "reverted" in getattr(idata, "sample_stats", {}):
         reverted = int(idata.sample_stats["reverted"].sum())
@@ -136,6 +148,19 @@ def run_job(
     idata.to_netcdf(nc)
     print_fn(f"wrote {png} and {nc}")
     return idata
+
+
+def _data_size(kernel: Any, model: Callable, model_args: tuple, model_kwargs: dict) -> int | None:
+    """N of the data plate (None without one): what one epoch means."""
+    from pplsamplers.potential import discrete_latent_sites, model_info
+
+    potential = getattr(kernel, "potential", None)
+    if potential is not None:
+        return potential.N
+    if discrete_latent_sites(model, model_args, model_kwargs):
+        return None
+    info = model_info(model, model_args, model_kwargs)
+    return info.data_size if info.data_plate is not None else None
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -188,8 +213,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             demo_model = _load_model_file(str(BUILTIN_MODELS / "logistic_regression.py"))
             model_args, model_kwargs = demo_model.load_data(N=args.N, d=args.d, seed=args.seed)
             model, name = demo_model.model, "demo"
-            subsample = args.subsample_size or min(DEMO_SUBSAMPLE, args.N)
-            if args.control_variate is None:  # large-N default: SGLD-CV (Baker et al. 2019)
+            subsample = args.subsample_size
+            if subsample is None and args.sampler != "auto":  # AutoSampler picks its own n
+                subsample = min(DEMO_SUBSAMPLE, args.N)
+            if args.control_variate is None:  # SGLD-CV (Baker et al. 2019); auto decides itself
                 args.control_variate = args.sampler in CONTROL_VARIATE_SAMPLERS
             if args.thinning is None:
                 args.thinning = DEMO_THINNING.get(args.sampler, 1)

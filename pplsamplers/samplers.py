@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from numpyro.infer import NUTS, DiscreteHMCGibbs
 
@@ -39,7 +39,7 @@ SAMPLERS: dict[str, Callable] = {
 }
 """``name -> kernel class``; every class takes the model as first argument."""
 
-DEFAULT_SAMPLER = "sgld"
+DEFAULT_SAMPLER = "auto"
 
 
 def make_kernel(name: str, model: Callable, **options: object):

@@ -9,7 +9,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 import arviz as az
 import numpy as np
@@ -22,9 +23,20 @@ def min_ess(idata: Any, method: str = "bulk", var_names: list[str] | None = None
 
 
 def epochs(idata: Any, num_data: int, thinning: int = 1) -> float:
-    """Epochs spent on the kept draws: Σ data_evals · thinning / N (all chains)."""
-    evals = np.asarray(idata.sample_stats["data_evals"]).sum()
-    return float(evals) * thinning / num_data
+    """Epochs spent on the kept draws: Σ data_evals · thinning / N (all chains).
+
+    For NUTS (no ``data_evals``, but ``n_steps`` from ``extra_fields=("num_steps",)``) every
+    leapfrog step is one full-data gradient: Σ n_steps · thinning epochs.
+    """
+    stats = idata.sample_stats
+    if "data_evals" in stats:
+        evals = float(np.asarray(stats["data_evals"]).sum())
+    elif "n_steps" in stats:
+        evals = float(np.asarray(stats["n_steps"]).sum()) * num_data
+    else:
+        raise ValueError("epochs need `data_evals` (pplsamplers kernels) or `n_steps` (NUTS run "
+                         "with extra_fields=('num_steps',)) in sample_stats.")
+    return evals * thinning / num_data
 
 
 def ess_per_epoch(idata: Any, num_data: int, thinning: int = 1) -> float:

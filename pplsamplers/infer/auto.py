@@ -2,14 +2,35 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
 
+import jax
+import numpy as np
 from numpyro.infer.mcmc import MCMCKernel
 
 from pplsamplers.types import PRNGKey
 
 DEFAULT_SUBSAMPLE_FRACTION = 0.01
 DEFAULT_SUBSAMPLE_RANGE = (100, 1000)
+
+
+SUBSAMPLING_ONLY = ("subsample_size", "step_size", "control_variate", "data_plate")
+"""Overrides that only minibatch kernels take (dropped, with a warning, if NUTS is chosen)."""
+
+
+def _check_overrides(overrides: dict) -> None:
+    """Reject bad ``subsample_size``/``step_size`` overrides before any MAP fit or compile."""
+    size = overrides.get("subsample_size")
+    integer = isinstance(size, int | np.integer) and not isinstance(size, bool)
+    if size is not None and (not integer or size < 1):
+        raise ValueError(f"subsample_size must be a positive integer; got {size!r}.")
+    step = overrides.get("step_size")
+    if step is not None and not isinstance(step, str):
+        values = np.asarray(step, dtype=float)
+        if values.size == 0 or not np.all(np.isfinite(values)) or np.any(values <= 0):
+            raise ValueError(f"step_size must be finite and > 0; got {step!r}.")
 
 
 def available_candidates() -> tuple[str, ...]:
@@ -30,11 +51,18 @@ def default_subsample_size(num_data: int) -> int:
 class AutoSampler(MCMCKernel):
     """A NumPyro ``MCMCKernel`` that picks the sampler for a model, says why, and delegates.
 
-    At ``init`` it computes :class:`~pplsamplers.select.ModelFeatures` (structure plus cheap
-    probes at the MAP), ranks the candidates with the competence rules and, with
-    ``strategy="pilot"``, runs a tournament of the best few on an equal data budget scored by
-    ESS per epoch under a kernel-Stein-discrepancy bias guard.  The result is
+    :meth:`decide` (called by ``init`` if you have not called it) computes
+    :class:`~pplsamplers.select.ModelFeatures` (structure plus cheap probes at the MAP),
+    ranks the candidates with the competence rules (with scale-aware settings for each) and,
+    with ``strategy="pilot"``, runs a tournament of the best few on an equal data budget scored
+    by ESS per epoch under a kernel-Stein-discrepancy bias guard.  The result is
     :attr:`decision`; every later call goes to the chosen kernel.
+
+    NumPyro fixes the fields it records when ``MCMC.run`` starts, before ``init``: call
+    ``decide(model_args, model_kwargs)`` first so that the chosen kernel's diagnostics
+    (``data_evals``, bounces, step sizes ...) reach ``get_extra_fields()`` and ArviZ's
+    ``sample_stats`` on the first run (a run that decides inside ``init`` warns and records
+    only the draws).
 
     Parameters
     ----------
@@ -56,11 +84,17 @@ class AutoSampler(MCMCKernel):
     >>> from numpyro.infer import MCMC
     >>> from models import linear_gaussian
     >>> args, kwargs = linear_gaussian.load_data(N=300, D=2)
-    >>> mcmc = MCMC(AutoSampler(linear_gaussian.model), num_warmup=100, num_samples=100,
-    ...             progress_bar=False)
-    >>> mcmc.run(jax.random.key(0), *args, **kwargs)
-    >>> mcmc.sampler.decision.kernel     # N = 300 is small: exact NUTS
+    >>> sampler = AutoSampler(linear_gaussian.model)
+    >>> sampler.decide(args, kwargs).kernel     # N = 300 is small: exact NUTS
     'nuts'
+    >>> mcmc = MCMC(sampler, num_warmup=100, num_samples=100, progress_bar=False)
+    >>> mcmc.run(jax.random.key(0), *args, **kwargs)
+    >>> mcmc.get_samples()["theta"].shape
+    (100, 2)
+
+    Minibatch kernels chosen by the selector start each chain at a draw from the diagonal
+    Laplace approximation N(MAP, diag(H)⁻¹) found by the probes (unless ``init_params`` is
+    given); NUTS starts as NumPyro's NUTS does.
     """
 
     def __init__(
@@ -75,6 +109,7 @@ class AutoSampler(MCMCKernel):
     ) -> None:
         if strategy not in ("rules", "pilot"):
             raise ValueError(f"strategy must be 'rules' or 'pilot'; got {strategy!r}.")
+        _check_overrides(overrides)
         self._model = model
         self.strategy = strategy
         self.candidates = None if candidates is None else tuple(c.lower() for c in candidates)
@@ -84,6 +119,7 @@ class AutoSampler(MCMCKernel):
         self.decision = None
         self._delegate: MCMCKernel | None = None
         self._decided_for: Any = None
+        self._fields_warned = False
 
     # --------------------------------------------------------------- deciding
     def decide(self, model_args: tuple, model_kwargs: dict | None = None):
@@ -93,7 +129,8 @@ class AutoSampler(MCMCKernel):
         from pplsamplers.select.pilot import run_pilot
 
         model_kwargs = dict(model_kwargs or {})
-        signature = (id(model_args), tuple(sorted((k, id(v)) for k, v in model_kwargs.items())))
+        signature = (tuple(id(a) for a in model_args),
+                     tuple(sorted((k, id(v)) for k, v in model_kwargs.items())))
         if self.decision is not None and self._decided_for == signature:
             return self.decision
         subsample = self.overrides.get("subsample_size")
@@ -125,15 +162,21 @@ class AutoSampler(MCMCKernel):
                 strategy="rules",
             )
         self.decision, self._decided_for = decision, signature
+        self._delegate = self._make_delegate(decision)
         if self.verbose:
             decision.explain()
         return decision
 
-    def _build_delegate(self, model_args: tuple, model_kwargs: dict) -> MCMCKernel:
+    def _make_delegate(self, decision: Any) -> MCMCKernel:
         from pplsamplers.samplers import make_kernel
 
-        decision = self.decide(model_args, model_kwargs)
-        params = {**decision.params, **self.overrides}
+        overrides = dict(self.overrides)
+        if decision.kernel == "nuts":
+            ignored = sorted(k for k in SUBSAMPLING_ONLY if overrides.pop(k, None) is not None)
+            if ignored:
+                warnings.warn(f"AutoSampler chose full-data NUTS, which ignores {ignored}.",
+                              stacklevel=4)
+        params = {**decision.params, **overrides}
         anchor = decision.features.map_position
         if params.get("control_variate") is True and anchor is not None:
             params["control_variate"] = anchor  # reuse the probe's MAP as the anchor
@@ -142,11 +185,18 @@ class AutoSampler(MCMCKernel):
     # ------------------------------------------------------------ NumPyro API
     def init(self, rng_key: PRNGKey, num_warmup: int, init_params: Any, model_args: tuple,
              model_kwargs: dict) -> Any:
-        if self._delegate is None or self.decide(model_args, model_kwargs) is not getattr(
-            self, "_delegate_decision", None
-        ):
-            self._delegate = self._build_delegate(model_args, model_kwargs)
-            self._delegate_decision = self.decision
+        decided_before = self._delegate is not None
+        self.decide(model_args, model_kwargs)
+        if not decided_before and not self._fields_warned:
+            self._fields_warned = True
+            warnings.warn(
+                "AutoSampler decided inside MCMC.run, after NumPyro had fixed the fields to "
+                "collect, so this run records only the draws: call "
+                "`sampler.decide(model_args, model_kwargs)` before `mcmc.run` to get the chosen "
+                "kernel's diagnostics in sample_stats.", stacklevel=3)
+        if init_params is None and self.decision.kernel != "nuts":
+            # minibatch kernels start inside the Laplace approximation (NUTS adapts on its own)
+            rng_key, init_params = _laplace_init(rng_key, self.decision.features)
         return self._delegate.init(rng_key, num_warmup, init_params, model_args, model_kwargs)
 
     def _require(self) -> MCMCKernel:
@@ -173,8 +223,10 @@ class AutoSampler(MCMCKernel):
         return self._delegate.sample_field if self._delegate is not None else "z"
 
     @property
-    def default_fields(self) -> tuple[str, ...]:
-        return self._delegate.default_fields if self._delegate is not None else ("z",)
+    def default_fields(self) -> Sequence[str]:
+        """The chosen kernel's fields, read when NumPyro starts a run (``("z",)`` before
+        :meth:`decide`): NumPyro reads this when ``MCMC`` is built, so it is a live view."""
+        return _DelegateFields(self)
 
     @property
     def delegate(self) -> MCMCKernel | None:
@@ -188,6 +240,42 @@ class AutoSampler(MCMCKernel):
     def get_diagnostics_str(self, state: Any) -> str:
         inner = self._require().get_diagnostics_str(state)
         return f"{self.decision.kernel}: {inner}" if inner else self.decision.kernel
+
+
+def _laplace_init(rng_key: PRNGKey, features: Any) -> tuple[PRNGKey, Any]:
+    """Split off a start key; return the chain key and Laplace starts (or ``None``)."""
+    from numpyro.util import is_prng_key
+
+    from pplsamplers.select.features import laplace_starts
+
+    if features.map_position is None or features.curvature_diagonal is None:
+        return rng_key, None
+    if is_prng_key(rng_key):  # one chain (sequential, parallel)
+        start_key, chain_key = jax.random.split(rng_key)
+        return chain_key, laplace_starts(start_key, features, 1)[0]
+    keys = jax.vmap(jax.random.split)(rng_key)  # vectorized chains: a key per chain
+    starts = jax.vmap(lambda k: laplace_starts(k, features, 1)[0])(keys[:, 0])
+    return keys[:, 1], starts
+
+
+class _DelegateFields(Sequence):
+    """A view of the delegate's ``default_fields`` that follows a later :meth:`decide`."""
+
+    def __init__(self, sampler: AutoSampler) -> None:
+        self._sampler = sampler
+
+    def _fields(self) -> tuple[str, ...]:
+        delegate = self._sampler._delegate
+        return tuple(delegate.default_fields) if delegate is not None else ("z",)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._fields()[index]
+
+    def __len__(self) -> int:
+        return len(self._fields())
+
+    def __repr__(self) -> str:
+        return repr(self._fields())
 
 
 def to_arviz(mcmc: Any, **kwargs: Any) -> Any:

@@ -14,7 +14,8 @@ full-data ``model`` view for ArviZ, reverting non-finite steps, and ``sample_sta
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -149,7 +150,7 @@ class SubsampledKernel(MCMCKernel):
         return ("z", "reverted") + tuple(self.diagnostic_fields)
 
     def get_diagnostics_str(self, state: SamplerState) -> str:
-        reverted = int(state.num_reverted)
+        reverted = int(jnp.sum(state.num_reverted))  # summed over chains when vectorised
         return f"{reverted} reverted" if reverted else ""
 
     def postprocess_fn(self, model_args: tuple, model_kwargs: dict) -> Callable:

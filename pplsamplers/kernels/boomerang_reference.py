@@ -278,7 +278,9 @@ def build_reference(
                 "reference=(mean, covariance)."
             )
         inverse_chol = np.linalg.inv(chol)
-        return gaussian_reference(mean, gamma * inverse_chol.T @ inverse_chol)
+        covariance = inverse_chol.T @ inverse_chol
+        # symmetric up to rounding, which an ill-conditioned Hessian amplifies: symmetrise
+        return gaussian_reference(mean, gamma * (covariance + covariance.T) / 2)
     bad = ~(np.isfinite(curv) & (curv > 0))
     if np.any(bad):
         raise ValueError(

@@ -5,8 +5,25 @@ from __future__ import annotations
 import json
 from typing import NamedTuple
 
+import numpy as np
+
 from pplsamplers.select.competence import Candidate
 from pplsamplers.select.features import ModelFeatures, features_table
+
+
+def format_params(params: dict) -> str:
+    """``{name: value}`` with vectors shown as their length and range (readable for D = 100)."""
+    parts = []
+    for name, value in params.items():
+        array = np.asarray(value) if not isinstance(value, str | bool | type(None)) else None
+        if array is not None and array.ndim > 0 and array.size > 1:
+            text = f"[{array.size} values {array.min():.3g}..{array.max():.3g}]"
+        elif isinstance(value, float):
+            text = f"{value:.3g}"
+        else:
+            text = repr(value)
+        parts.append(f"{name}={text}")
+    return ", ".join(parts)
 
 
 class Decision(NamedTuple):
@@ -44,7 +61,7 @@ class Decision(NamedTuple):
     def explain(self, print_it: bool = True) -> str:
         """The decision as a readable table (printed unless ``print_it=False``)."""
         lines = [f"AutoSampler ({self.strategy}) chose: {self.kernel}"
-                 + (f"  {self.params}" if self.params else "")]
+                 + (f"  ({format_params(self.params)})" if self.params else "")]
         lines += [f"  because {reason}" for reason in self.reasons]
         lines.append("")
         score_name = "ESS/epoch" if self.strategy == "pilot" else "score"
@@ -54,8 +71,11 @@ class Decision(NamedTuple):
             note = candidate.reasons[0] if candidate.reasons else ""
             if candidate.name in self.pilot:
                 measured = self.pilot[candidate.name]
-                note = (f"KSD {measured['ksd']:.3g}" + (" REJECTED by bias guard"
-                        if measured["rejected"] else "") + f"; {note}")
+                if "error" in measured:
+                    note = f"FAILED ({measured['error'][:60]}); {note}"
+                else:
+                    note = (f"KSD {measured['ksd']:.3g}" + (" REJECTED by bias guard"
+                            if measured["rejected"] else "") + f"; {note}")
             lines.append(f"  {candidate.name:<12} {score:>10.3g}  {note}")
         lines.append("")
         lines.append("features:")
@@ -70,7 +90,9 @@ class Decision(NamedTuple):
         return {
             "pplsamplers_auto_kernel": self.kernel,
             "pplsamplers_auto_strategy": self.strategy,
-            "pplsamplers_auto_params": json.dumps(self.params, default=str),
+            "pplsamplers_auto_params": json.dumps(
+                {k: np.asarray(v).tolist() if hasattr(v, "shape") else v
+                 for k, v in self.params.items()}, default=str),
             "pplsamplers_auto_reasons": " | ".join(self.reasons),
             "pplsamplers_auto_scores": json.dumps(self.scores, default=float),
             "pplsamplers_auto_features": json.dumps(self.features.as_dict(), default=str),
@@ -78,4 +100,4 @@ class Decision(NamedTuple):
         }
 
 
-__all__ = ["Decision"]
+__all__ = ["Decision", "format_params"]

@@ -7,7 +7,8 @@ total cost is a few dozen epochs at most, independent of the chain length.
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -74,8 +75,18 @@ class ModelFeatures(NamedTuple):
         Largest kurtosis over coordinates of the per-example gradients at the MAP: heavy-
         tailed covariates produce wild, occasionally huge gradients that destabilise SGLD
         (and which SGBD's bounded moves tolerate).
+    max_curvature
+        Largest eigenvalue of the Hessian at the MAP (power iteration on HVPs): 1/λ_max is
+        the squared width of the narrowest direction, which bounds every explicit step size
+        (SGLD, HAMCMC's isotropic start).
     map_position
         The MAP (flat, unconstrained) used by the probes; reused as Boomerang/CV anchor.
+    curvature_diagonal
+        Diagonal of the Hessian at the MAP, per coordinate: 1/√H_jj is the coordinate's
+        conditional posterior sd, the natural per-coordinate step scale (SGBD's σ_j).
+    gradient_noise_sd
+        Per-coordinate sd of the minibatch gradient estimator at the MAP (τ_j of SGBD): it
+        caps the Barker step where the noise correction stays valid (τ_j σ_j < 1.702).
     """
 
     num_data: int
@@ -92,12 +103,16 @@ class ModelFeatures(NamedTuple):
     skewness: float
     tail_growth: float
     gradient_kurtosis: float
+    max_curvature: float = float("nan")
     map_position: Array | None = None
+    curvature_diagonal: Array | None = None
+    gradient_noise_sd: Array | None = None
 
     def as_dict(self) -> dict[str, object]:
-        """Printable features (without the MAP vector)."""
+        """Printable (scalar) features, without the per-coordinate vectors."""
         out = self._asdict()
-        out.pop("map_position")
+        for vector in ("map_position", "curvature_diagonal", "gradient_noise_sd"):
+            out.pop(vector)
         return out
 
 
@@ -108,15 +123,18 @@ def _hessian_diagonal(hvp: Callable[[Array], Array], dim: int, key: PRNGKey, dty
     return jnp.mean(lax.map(lambda z: z * hvp(z), probes), axis=0)
 
 
-def _extreme_eigenvalues(matvec: Callable[[Array], Array], dim: int, key: PRNGKey, dtype):
-    def power(op: Callable[[Array], Array], v: Array) -> Array:
-        v = lax.fori_loop(0, 40, lambda _, w: op(w) / jnp.maximum(jnp.linalg.norm(op(w)), 1e-300), v)
-        return v @ op(v)
+def _power_iteration(matvec: Callable[[Array], Array], v0: Array, steps: int = 40) -> Array:
+    """Rayleigh quotient of ``matvec`` after ``steps`` power iterations from unit ``v0``."""
+    normalise = lambda w: w / jnp.maximum(jnp.linalg.norm(w), 1e-300)
+    v = lax.fori_loop(0, steps, lambda _, w: normalise(matvec(w)), v0)
+    return v @ matvec(v)
 
+
+def _extreme_eigenvalues(matvec: Callable[[Array], Array], dim: int, key: PRNGKey, dtype):
     v0 = jax.random.normal(key, (dim,), dtype)
     v0 = v0 / jnp.linalg.norm(v0)
-    largest = power(matvec, v0)
-    smallest = largest - power(lambda v: largest * v - matvec(v), v0)
+    largest = _power_iteration(matvec, v0)
+    smallest = largest - _power_iteration(lambda v: largest * v - matvec(v), v0)
     return largest, smallest
 
 
@@ -127,7 +145,9 @@ def probe_features(
     map_key, probe_key = jax.random.split(rng_key)
     x_map = find_map(map_key, potential, num_steps=map_steps).position
     values = jax.jit(lambda key, x: _probe_arrays(key, potential, x))(probe_key, x_map)
-    out = {name: float(value) for name, value in values.items()}
+    vectors = ("curvature_diagonal", "gradient_noise_sd")
+    out = {name: float(value) for name, value in values.items() if name not in vectors}
+    out.update({name: values[name] for name in vectors})
     out["map_position"] = x_map
     return out
 
@@ -144,9 +164,12 @@ def _probe_arrays(key: PRNGKey, potential: SubsampledPotential, x_map: Array) ->
         lambda v: inv_sqrt * hvp(inv_sqrt * v), potential.dim, eig_key, dtype
     )
     correlation_condition = jnp.where(smallest > 1e-9 * largest, largest / smallest, 1e9)
+    start = jax.random.normal(eig_key, (potential.dim,), dtype)
+    top_curvature = _power_iteration(hvp, start / jnp.linalg.norm(start))
 
     if potential.full_batch:
         noise_ratio = kurtosis = jnp.zeros((), dtype)
+        noise = jnp.zeros(potential.dim, dtype)
     else:
         keys = jax.random.split(noise_key, 4)
         noise = jnp.mean(jax.vmap(lambda k: gradient_noise_variance(k, potential, x_map))(keys), 0)
@@ -176,6 +199,9 @@ def _probe_arrays(key: PRNGKey, potential: SubsampledPotential, x_map: Array) ->
         skewness=jnp.max(jnp.abs(pos - neg) / jnp.maximum(jnp.abs(pos + neg), 1e-12)),
         tail_growth=jnp.min((rise[:, 5] + rise[:, 0]) / 9.0),
         gradient_kurtosis=kurtosis,
+        max_curvature=jnp.maximum(top_curvature, jnp.max(diag)),
+        curvature_diagonal=diag,
+        gradient_noise_sd=jnp.sqrt(noise),
     )
 
 
@@ -209,7 +235,8 @@ def model_features(
     nan = float("nan")
     probes = dict(curvature_spread=nan, correlation_condition=nan, gradient_noise_ratio=nan,
                   quadratic_misfit=nan, skewness=nan, tail_growth=nan, gradient_kurtosis=nan,
-                  map_position=None)
+                  max_curvature=nan, map_position=None, curvature_diagonal=None,
+                  gradient_noise_sd=None)
     if discrete:
         return ModelFeatures(num_data=0, subsample_size=0, dim=0, has_data_plate=False,
                              discrete_sites=discrete, constrained_sites=(), cost_ratio=1.0,
@@ -231,6 +258,21 @@ def model_features(
     )
 
 
+def laplace_starts(rng_key: PRNGKey, features: ModelFeatures, num_chains: int) -> Array | None:
+    """``(num_chains, D)`` starting points drawn from N(MAP, diag(H)⁻¹), or ``None``.
+
+    Minibatch kernels move slowly from an arbitrary start (a stable SG step is a fraction of
+    the narrowest posterior width), so a short warmup from NumPyro's default start can leave
+    them far from the posterior; starting every chain inside the diagonal Laplace
+    approximation removes that transient without putting all chains on the same point.
+    """
+    if features.map_position is None or features.curvature_diagonal is None:
+        return None
+    mean = jnp.asarray(features.map_position)
+    sd = 1.0 / jnp.sqrt(jnp.asarray(features.curvature_diagonal, mean.dtype))
+    return mean + sd * jax.random.normal(rng_key, (num_chains, mean.shape[0]), mean.dtype)
+
+
 def features_table(features: ModelFeatures) -> str:
     """The features as aligned ``name  value`` lines."""
     rows = []
@@ -240,4 +282,5 @@ def features_table(features: ModelFeatures) -> str:
     return "\n".join(rows)
 
 
-__all__ = ["ModelFeatures", "features_table", "model_features", "probe_features"]
+__all__ = ["ModelFeatures", "features_table", "laplace_starts", "model_features",
+           "probe_features"]

@@ -11,7 +11,8 @@ best candidate's: a fast but biased sampler cannot win.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -22,7 +23,7 @@ from pplsamplers.diagnostics import kernel_stein_discrepancy, min_ess
 from pplsamplers.potential import make_potential
 from pplsamplers.select.competence import Candidate
 from pplsamplers.select.decision import Decision
-from pplsamplers.select.features import ModelFeatures
+from pplsamplers.select.features import ModelFeatures, laplace_starts
 
 
 def _epochs_per_draw(mcmc: MCMC, num_data: int) -> float:
@@ -35,11 +36,15 @@ def _epochs_per_draw(mcmc: MCMC, num_data: int) -> float:
 
 
 def _run(kernel: Any, num_warmup: int, num_samples: int, num_chains: int, key: jax.Array,
-         model_args: tuple, model_kwargs: dict) -> MCMC:
-    extra = ("num_steps",) if not hasattr(kernel, "potential") else ()
+         model_args: tuple, model_kwargs: dict, starts: jax.Array | None = None) -> MCMC:
+    minibatch = hasattr(kernel, "potential")
+    extra = ("num_steps",) if not minibatch else ()
+    init_params = None
+    if starts is not None and minibatch:  # NUTS adapts from its own start
+        init_params = starts[0] if num_chains == 1 else starts[:num_chains]
     mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
                 chain_method="vectorized", progress_bar=False)
-    mcmc.run(key, *model_args, extra_fields=extra, **model_kwargs)
+    mcmc.run(key, *model_args, extra_fields=extra, init_params=init_params, **model_kwargs)
     return mcmc
 
 
@@ -53,17 +58,28 @@ def evaluate_candidate(
     num_chains: int,
     rng_key: jax.Array,
     calibration_draws: int = 20,
+    min_draws: int = 50,
     max_draws: int = 4000,
+    min_warmup: int = 200,
+    starts: jax.Array | None = None,
 ) -> dict[str, Any]:
-    """Run one candidate on ``budget_epochs`` and return its draws and ESS per epoch."""
+    """Run one candidate on ``budget_epochs`` and return its draws and ESS per epoch.
+
+    The sampling phase gets ``budget_epochs`` (at least ``min_draws`` per chain, so that ESS
+    and KSD are defined; the epochs actually spent are what the score divides by).  Warmup
+    (``max(draws // 2, min_warmup)`` steps, not counted) lets kernels that adapt or start
+    away from the mode reach stationarity before they are scored.  ``starts`` (``(num_chains,
+    D)`` flat unconstrained points, e.g. :func:`~pplsamplers.select.features.laplace_starts`)
+    start the minibatch kernels' chains.
+    """
     calibrate_key, run_key = jax.random.split(rng_key)
     probe = _run(make(), calibration_draws, calibration_draws, 1, calibrate_key, model_args,
-                 model_kwargs)
+                 model_kwargs, starts)
     per_draw = max(_epochs_per_draw(probe, num_data), 1e-12)
-    draws = int(np.clip(budget_epochs / (per_draw * num_chains), 20, max_draws))
-    warmup = max(draws // 2, 20)
+    draws = int(np.clip(budget_epochs / (per_draw * num_chains), min_draws, max_draws))
+    warmup = max(draws // 2, min_warmup)
     start = time.perf_counter()
-    mcmc = _run(make(), warmup, draws, num_chains, run_key, model_args, model_kwargs)
+    mcmc = _run(make(), warmup, draws, num_chains, run_key, model_args, model_kwargs, starts)
     seconds = time.perf_counter() - start
     import arviz as az
 
@@ -107,25 +123,35 @@ def run_pilot(
     to_flat = jax.jit(jax.vmap(potential.unconstrain))
     score_fn = jax.jit(jax.vmap(lambda x: -potential.full_value_and_grad(x)[1]))
     results: dict[str, dict] = {}
-    keys = jax.random.split(jax.random.PRNGKey(seed), len(contenders))
+    start_key, *keys = jax.random.split(jax.random.PRNGKey(seed), len(contenders) + 1)
+    starts = laplace_starts(start_key, features, num_chains)
     for candidate, key in zip(contenders, keys, strict=True):
         params = {**shared, **candidate.params, **overrides}
         if params.get("control_variate") is True and features.map_position is not None:
             params["control_variate"] = features.map_position
-        outcome = evaluate_candidate(
-            lambda params=params, name=candidate.name: make_kernel(name, model, **params),
-            model_args, model_kwargs, features.num_data, budget_epochs=budget_epochs,
-            num_chains=num_chains, rng_key=key,
-        )
-        flat = to_flat(outcome.pop("samples"))
-        thin = np.linspace(0, flat.shape[0] - 1, min(ksd_points, flat.shape[0])).astype(int)
-        points = flat[thin]
-        outcome["ksd"] = float(kernel_stein_discrepancy(points, score_fn(points)))
+        try:
+            outcome = evaluate_candidate(
+                lambda params=params, name=candidate.name: make_kernel(name, model, **params),
+                model_args, model_kwargs, features.num_data, budget_epochs=budget_epochs,
+                num_chains=num_chains, rng_key=key, starts=starts,
+            )
+        except (ValueError, FloatingPointError, np.linalg.LinAlgError) as error:
+            # a candidate that cannot run on this model loses, and the explanation says why
+            outcome = dict(draws=0, epochs=0.0, ess=0.0, ess_per_epoch=0.0, seconds=0.0,
+                           ksd=float("inf"), error=f"{type(error).__name__}: {error}")
+        else:
+            flat = to_flat(outcome.pop("samples"))
+            thin = np.linspace(0, flat.shape[0] - 1, min(ksd_points, flat.shape[0])).astype(int)
+            points = flat[thin]
+            outcome["ksd"] = float(kernel_stein_discrepancy(points, score_fn(points)))
         outcome["params"] = params
         results[candidate.name] = outcome
     best_ksd = min(r["ksd"] for r in results.values())
+    if not np.isfinite(best_ksd):
+        raise ValueError("no pilot candidate ran: " + "; ".join(
+            f"{n}: {r['error']}" for n, r in results.items()))
     for r in results.values():
-        r["rejected"] = bool(r["ksd"] > guard_factor * best_ksd)
+        r["rejected"] = bool(not r["ksd"] <= guard_factor * best_ksd)
     admissible = {n: r for n, r in results.items() if not r["rejected"]}
     winner = max(admissible, key=lambda n: admissible[n]["ess_per_epoch"])
     reasons = (

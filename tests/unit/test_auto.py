@@ -14,7 +14,8 @@ def test_small_n_chooses_nuts_and_explains(capsys):
     args, kwargs = linear_gaussian.load_data(N=300, D=2)
     mcmc = MCMC(AutoSampler(linear_gaussian.model), num_warmup=100, num_samples=100,
                 progress_bar=False)
-    mcmc.run(jax.random.key(0), *args, **kwargs)
+    with pytest.warns(UserWarning, match="decide"):  # decided inside run: draws only
+        mcmc.run(jax.random.key(0), *args, **kwargs)
     decision = mcmc.sampler.decision
     assert decision.kernel == "nuts" and decision.strategy == "rules"
     text = decision.explain()
@@ -33,9 +34,11 @@ def test_pilot_runs_candidates_and_respects_the_guard():
     sampler = AutoSampler(logistic_regression.model, strategy="pilot",
                           candidates=["sgld", "psgld"],
                           pilot_options=dict(budget_epochs=5.0, ksd_points=50))
+    decision = sampler.decide((X, y), {})  # before MCMC.run: its diagnostics get recorded
     mcmc = MCMC(sampler, num_warmup=50, num_samples=50, progress_bar=False)
     mcmc.run(jax.random.key(1), X, y)
-    decision = sampler.decision
+    assert sampler.decision is decision
+    assert "data_evals" in mcmc.get_extra_fields() and "step_size" in mcmc.get_extra_fields()
     assert decision.strategy == "pilot" and set(decision.pilot) == {"sgld", "psgld"}
     assert not decision.pilot[decision.kernel]["rejected"]
     for result in decision.pilot.values():
@@ -49,3 +52,25 @@ def test_default_subsample_size_and_bad_strategy():
     assert [default_subsample_size(n) for n in (50, 5_000, 50_000, 10**7)] == [50, 100, 500, 1000]
     with pytest.raises(ValueError, match="strategy"):
         AutoSampler(linear_gaussian.model, strategy="guess")
+
+
+def test_pilot_candidate_that_fails_loses_and_is_explained(monkeypatch):
+    import pplsamplers.samplers as samplers
+
+    (X, y), _ = logistic_regression.load_data(N=6000, d=3, seed=2)
+    real = samplers.make_kernel
+
+    def flaky(name, model, **options):
+        if name == "psgld":
+            raise ValueError("reference covariance is not positive definite")
+        return real(name, model, **options)
+
+    monkeypatch.setattr(samplers, "make_kernel", flaky)
+    sampler = AutoSampler(logistic_regression.model, strategy="pilot",
+                          candidates=["sgld", "psgld"],
+                          pilot_options=dict(budget_epochs=3.0, ksd_points=30))
+    decision = sampler.decide((X, y), {})
+    assert decision.kernel == "sgld"
+    failed = decision.pilot["psgld"]
+    assert failed["rejected"] and failed["ess_per_epoch"] == 0 and "positive definite" in failed["error"]
+    assert "FAILED (ValueError" in decision.explain(print_it=False)

@@ -12,9 +12,25 @@ from pplsamplers.cli import main
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_demo_small(tmp_path, capsys):
+def test_demo_small_defaults_to_auto_and_explains(tmp_path, capsys):
     code = main(["demo", "--N", "2000", "--d", "3", "--num-samples", "100", "--num-warmup", "100",
                  "--num-chains", "2", "--out", str(tmp_path), "--no-progress"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "AutoSampler (rules) chose: nuts" in out and "N = 2000" in out  # the explanation
+    assert "ess_bulk" in out and "r_hat" in out and "auto -> nuts" in out
+    assert "ESS/epoch" in out  # NUTS epochs come from its leapfrog steps
+    assert (tmp_path / "demo_trace.png").stat().st_size > 10_000
+    idata = az.from_netcdf(tmp_path / "demo.nc")
+    assert idata.posterior["w"].shape == (2, 100, 3)
+    assert idata.attrs["pplsamplers_auto_kernel"] == "nuts"
+    assert "n_steps" in idata.sample_stats
+
+
+def test_demo_with_sgld_control_variate(tmp_path, capsys):
+    code = main(["demo", "--sampler", "sgld", "--N", "2000", "--d", "3", "--num-samples", "100",
+                 "--num-warmup", "100", "--num-chains", "2", "--out", str(tmp_path),
+                 "--no-progress"])
     assert code == 0
     out = capsys.readouterr().out
     assert "ess_bulk" in out and "r_hat" in out and "ESS/epoch" in out
