@@ -12,7 +12,8 @@ returns ``step(rng_key, state) -> (state, info)`` with the configuration in its 
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp

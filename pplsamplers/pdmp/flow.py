@@ -6,7 +6,8 @@ segment, which gives the continuous-time averages of SBPS eq. (19) for free.
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp

@@ -11,7 +11,8 @@ with the minibatch potential ``Ũ(x) = global_term + (N/n) Σ_i per_datum_i``, w
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
