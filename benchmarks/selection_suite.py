@@ -21,6 +21,8 @@ from pathlib import Path
 import jax
 import numpy as np
 
+jax.config.update("jax_enable_x64", True)  # as the tests: float32 probes are too coarse
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pplsamplers import AutoSampler  # noqa: E402
 from pplsamplers.infer.auto import available_candidates, default_subsample_size  # noqa: E402
@@ -51,7 +53,7 @@ def suite(quick: bool) -> dict:
     }
 
 
-def ksd_of(samples: dict, potential, points: int = 100) -> float:
+def ksd_of(samples: dict, potential, points: int = 200) -> float:
     from pplsamplers.diagnostics import kernel_stein_discrepancy
 
     flat = jax.vmap(potential.unconstrain)(samples)
@@ -105,7 +107,7 @@ def run_model(name: str, module, data_kwargs: dict, budget: float, seed: int) ->
     picks = {}
     for strategy in ("rules", "pilot"):
         sampler = AutoSampler(module.model, strategy=strategy,
-                              pilot_options=dict(budget_epochs=budget))
+                              pilot_options=dict(budget_epochs=budget, ksd_points=200))
         try:
             picks[strategy] = sampler.decide(args, kwargs).kernel
         except ValueError as error:  # printed, and counted as regret 1

@@ -125,7 +125,8 @@ def _hessian_diagonal(hvp: Callable[[Array], Array], dim: int, key: PRNGKey, dty
 
 def _power_iteration(matvec: Callable[[Array], Array], v0: Array, steps: int = 40) -> Array:
     """Rayleigh quotient of ``matvec`` after ``steps`` power iterations from unit ``v0``."""
-    normalise = lambda w: w / jnp.maximum(jnp.linalg.norm(w), 1e-300)
+    tiny = jnp.finfo(v0.dtype).tiny  # 1e-300 would underflow to 0 in float32
+    normalise = lambda w: w / jnp.maximum(jnp.linalg.norm(w), tiny)
     v = lax.fori_loop(0, steps, lambda _, w: normalise(matvec(w)), v0)
     return v @ matvec(v)
 
@@ -158,7 +159,8 @@ def _probe_arrays(key: PRNGKey, potential: SubsampledPotential, x_map: Array) ->
     grad = lambda x: potential.full_value_and_grad(x)[1]
     hvp = lambda v: jax.jvp(grad, (x_map,), (v,))[1]
     diag = jnp.abs(_hessian_diagonal(hvp, potential.dim, diag_key, dtype))
-    diag = jnp.maximum(diag, 1e-12 * jnp.max(diag) + 1e-300)
+    tiny = jnp.finfo(dtype).tiny
+    diag = jnp.maximum(diag, 1e-12 * jnp.max(diag) + tiny)
     inv_sqrt = 1.0 / jnp.sqrt(diag)
     largest, smallest = _extreme_eigenvalues(
         lambda v: inv_sqrt * hvp(inv_sqrt * v), potential.dim, eig_key, dtype
@@ -183,7 +185,7 @@ def _probe_arrays(key: PRNGKey, potential: SubsampledPotential, x_map: Array) ->
 
     directions = jax.random.normal(dir_key, (8, potential.dim), dtype) * inv_sqrt
     curvature = jax.vmap(lambda u: u @ hvp(u))(directions)
-    directions = directions / jnp.sqrt(jnp.maximum(curvature, 1e-300))[:, None]
+    directions = directions / jnp.sqrt(jnp.maximum(curvature, tiny))[:, None]
     value = lambda x: potential.full_value_and_grad(x)[0]
     center = value(x_map)
     steps = jnp.asarray(PROBE_STEPS, dtype)

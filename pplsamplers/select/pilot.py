@@ -102,7 +102,7 @@ def run_pilot(
     top: int = 3,
     budget_epochs: float = 20.0,
     num_chains: int = 2,
-    ksd_points: int = 100,
+    ksd_points: int = 200,
     guard_factor: float = 2.0,
     seed: int = 0,
 ) -> Decision:
