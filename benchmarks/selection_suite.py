@@ -3,9 +3,11 @@
 For each model (all in ``models/``) the suite runs every registered candidate kernel with the
 same sampling budget in epochs (2 chains, started inside the Laplace approximation, with the
 scale-aware settings of ``competence.tuned_params``), scores it by min bulk ESS per epoch, and
-applies the pilot's bias guard (IMQ kernel Stein discrepancy with full-data scores on a thinned
-subset, rejecting a candidate whose KSD exceeds twice the best one's).  The best admissible candidate
-defines the regret 1 − score(chosen)/score(best) of AutoSampler(rules) and AutoSampler(pilot);
+applies the pilot's bias guard (IMQ kernel Stein discrepancy with full-data scores on 200
+thinned draws, as an unbiased U-statistic with one kernel lengthscale for all candidates; a
+candidate is rejected when its KSD² exceeds 4× the best one's, i.e. its KSD more than twice,
+by over 3 standard errors).  The best admissible candidate defines the regret
+1 − score(chosen)/score(best) of AutoSampler(rules) and AutoSampler(pilot);
 choosing a guard-rejected candidate counts as regret 1.
 
     python benchmarks/selection_suite.py [--quick] [--budget 20] [--models a,b]
@@ -30,7 +32,12 @@ from pplsamplers.potential import make_potential, model_info  # noqa: E402
 from pplsamplers.samplers import make_kernel  # noqa: E402
 from pplsamplers.select import model_features, rank_candidates  # noqa: E402
 from pplsamplers.select.features import laplace_starts  # noqa: E402
-from pplsamplers.select.pilot import evaluate_candidate  # noqa: E402
+from pplsamplers.select.pilot import (  # noqa: E402
+    bias_guard,
+    common_lengthscale,
+    effective_se,
+    evaluate_candidate,
+)
 
 
 def suite(quick: bool) -> dict:
@@ -53,14 +60,17 @@ def suite(quick: bool) -> dict:
     }
 
 
-def ksd_of(samples: dict, potential, points: int = 200) -> float:
-    from pplsamplers.diagnostics import kernel_stein_discrepancy
+def ksd_of(samples: dict, potential, lengthscale: float, ess: float,
+           points: int = 200) -> tuple[float, float]:
+    """(KSD², effective standard error) of a thinned subset, as the pilot computes them."""
+    from pplsamplers.diagnostics import stein_u_statistic
 
     flat = jax.vmap(potential.unconstrain)(samples)
     keep = np.linspace(0, flat.shape[0] - 1, min(points, flat.shape[0])).astype(int)
     x = flat[keep]
     scores = jax.vmap(lambda p: -potential.full_value_and_grad(p)[1])(x)
-    return float(kernel_stein_discrepancy(x, scores))
+    statistic = stein_u_statistic(x, scores, lengthscale)
+    return float(statistic.ksd_squared), effective_se(statistic, len(keep), ess)
 
 
 def run_model(name: str, module, data_kwargs: dict, budget: float, seed: int) -> dict:
@@ -72,6 +82,7 @@ def run_model(name: str, module, data_kwargs: dict, budget: float, seed: int) ->
     # every candidate runs with the scale-aware settings AutoSampler would give it
     tuned = {c.name: c.params for c in rank_candidates(features, available_candidates())}
     starts = laplace_starts(jax.random.PRNGKey(seed + 1000), features, 2)  # as the pilot does
+    lengthscale = common_lengthscale(features)
     rows = {}
     for i, candidate in enumerate(available_candidates()):
         params = {} if candidate == "nuts" else {"subsample_size": n, **tuned.get(candidate, {})}
@@ -85,16 +96,19 @@ def run_model(name: str, module, data_kwargs: dict, budget: float, seed: int) ->
                 lambda c=candidate, p=params: make_kernel(c, module.model, **p), args, kwargs,
                 info.data_size, budget_epochs=budget, num_chains=2,
                 rng_key=jax.random.PRNGKey(seed + i), starts=starts)
-            outcome["ksd"] = ksd_of(outcome.pop("samples"), potential)
+            outcome["ksd_squared"], outcome["ksd_se"] = ksd_of(
+                outcome.pop("samples"), potential, lengthscale, outcome["ess"])
         except Exception as error:  # a kernel that fails on a model scores zero, loudly
-            outcome = dict(ess_per_epoch=0.0, ksd=float("inf"), error=str(error)[:80])
+            outcome = dict(ess_per_epoch=0.0, ksd_squared=float("inf"), ksd_se=0.0,
+                           error=str(error)[:80])
         outcome["seconds"] = time.perf_counter() - start
         rows[candidate] = outcome
-        print(f"    {name}: {candidate} {outcome['ess_per_epoch']:.3g} ESS/epoch, KSD "
-              f"{outcome['ksd']:.3g}, {outcome['seconds']:.0f} s", file=sys.stderr, flush=True)
-    best_ksd = min(r["ksd"] for r in rows.values())
-    for r in rows.values():
-        r["rejected"] = bool(r["ksd"] > 2.0 * best_ksd)
+        print(f"    {name}: {candidate} {outcome['ess_per_epoch']:.3g} ESS/epoch, KSD² "
+              f"{outcome['ksd_squared']:.3g} ± {outcome['ksd_se']:.2g}, "
+              f"{outcome['seconds']:.0f} s", file=sys.stderr, flush=True)
+    rejected = bias_guard({c: (r["ksd_squared"], r["ksd_se"]) for c, r in rows.items()})
+    for c, r in rows.items():
+        r["rejected"] = rejected[c]
     admissible = {c: r for c, r in rows.items() if not r["rejected"]}
     best = max(admissible, key=lambda c: admissible[c]["ess_per_epoch"])
 
@@ -144,7 +158,8 @@ def main() -> None:
         print(f"{name:<24} " + " ".join(cells)
               + f" | {out['best']:>9} {out['picks']['rules']:>9} {out['picks']['pilot']:>9}"
               f" {out['regret']['rules']:>8.2f} {out['regret']['pilot']:>8.2f}", flush=True)
-        print(f"{'  KSD':<24} " + " ".join(f"{out['rows'][c]['ksd']:>9.3g}" for c in candidates)
+        print(f"{'  KSD²':<24} " + " ".join(f"{out['rows'][c]['ksd_squared']:>9.2g}"
+                                             for c in candidates)
               + f" | {time.perf_counter() - started:>7.0f} s", flush=True)
         errors = {c: r["error"] for c, r in out["rows"].items() if "error" in r}
         for c, message in errors.items():

@@ -7,6 +7,21 @@ from pplsamplers.diagnostics.efficiency import (
     ess_per_epoch,
     min_ess,
 )
-from pplsamplers.diagnostics.ksd import full_data_scores, kernel_stein_discrepancy
+from pplsamplers.diagnostics.ksd import (
+    SteinStatistic,
+    full_data_scores,
+    kernel_stein_discrepancy,
+    stein_u_statistic,
+)
 
-__all__ = ["Accuracy", "accuracy", "epochs", "ess_per_epoch", "min_ess"]
+__all__ = [
+    "Accuracy",
+    "SteinStatistic",
+    "accuracy",
+    "epochs",
+    "ess_per_epoch",
+    "full_data_scores",
+    "kernel_stein_discrepancy",
+    "min_ess",
+    "stein_u_statistic",
+]

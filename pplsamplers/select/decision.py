@@ -74,7 +74,8 @@ class Decision(NamedTuple):
                 if "error" in measured:
                     note = f"FAILED ({measured['error'][:60]}); {note}"
                 else:
-                    note = (f"KSD {measured['ksd']:.3g}" + (" REJECTED by bias guard"
+                    note = (f"KSD² {measured['ksd_squared']:.2g} ± {measured['ksd_se']:.1g}"
+                            + (" REJECTED by bias guard"
                             if measured["rejected"] else "") + f"; {note}")
             lines.append(f"  {candidate.name:<12} {score:>10.3g}  {note}")
         lines.append("")

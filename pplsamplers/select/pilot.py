@@ -4,8 +4,10 @@ Each candidate runs ``num_chains`` chains whose sampling phase costs ``budget_ep
 epochs (an epoch is N per-datum likelihood evaluations; a short calibration run measures a
 kernel's epochs per draw, NUTS included).  Its score is the minimum bulk ESS per epoch.
 A bias guard then computes the IMQ kernel Stein discrepancy of a thinned subset of its draws
-with full-data scores and rejects a candidate whose KSD exceeds ``guard_factor`` times the
-best candidate's: a fast but biased sampler cannot win.
+with full-data scores (an unbiased U-statistic, one kernel lengthscale for every candidate)
+and rejects a candidate whose KSD exceeds ``guard_factor`` times the best candidate's by more
+than its noise (:func:`bias_guard`): a fast but biased sampler cannot win, and an exact one is
+not rejected for a noisy estimate.
 """
 
 from __future__ import annotations
@@ -19,11 +21,45 @@ import jax.numpy as jnp
 import numpy as np
 from numpyro.infer import MCMC
 
-from pplsamplers.diagnostics import kernel_stein_discrepancy, min_ess
+from pplsamplers.diagnostics import min_ess, stein_u_statistic
 from pplsamplers.potential import make_potential
 from pplsamplers.select.competence import Candidate
 from pplsamplers.select.decision import Decision
 from pplsamplers.select.features import ModelFeatures, laplace_starts
+
+
+def common_lengthscale(features: ModelFeatures) -> float:
+    """One IMQ lengthscale for every candidate: the typical distance between two draws of the
+    diagonal Laplace approximation, √(2 Σ_j 1/H_jj) (1 without probes)."""
+    if features.curvature_diagonal is None:
+        return 1.0
+    return float(np.sqrt(2.0 * np.sum(1.0 / np.asarray(features.curvature_diagonal))))
+
+
+def effective_se(statistic: Any, num_points: int, ess: float) -> float:
+    """The U-statistic's standard error for correlated MCMC draws: the i.i.d. formula scaled by
+    √(m / min(ESS, m)) (thinned points carry at most ESS independent draws)."""
+    effective = min(max(float(ess), 1.0), float(num_points))
+    return float(statistic.standard_error) * float(np.sqrt(num_points / effective))
+
+
+def bias_guard(statistics: dict[str, tuple[float, float]], guard_factor: float = 2.0,
+               num_se: float = 3.0) -> dict[str, bool]:
+    """Which candidates the KSD guard rejects, from ``{name: (KSD², standard error)}``.
+
+    A candidate is rejected when its KSD² (U-statistic, common kernel) exceeds
+    ``guard_factor``² times the smallest one, floored at 0 (its KSD is more than
+    ``guard_factor`` times the best), by more than ``num_se`` standard errors of the
+    difference.  A failed candidate (KSD² = inf) is always rejected.
+    """
+    best = min(statistics, key=lambda n: statistics[n][0])
+    best_value, best_se = statistics[best]
+    floor = guard_factor**2 * max(best_value, 0.0)
+    return {
+        name: bool(not np.isfinite(value)
+                   or value - floor > num_se * float(np.hypot(se, best_se)))
+        for name, (value, se) in statistics.items()
+    }
 
 
 def _epochs_per_draw(mcmc: MCMC, num_data: int) -> float:
@@ -122,6 +158,7 @@ def run_pilot(
                                shared.get("subsample_size"), data_plate=overrides.get("data_plate"))
     to_flat = jax.jit(jax.vmap(potential.unconstrain))
     score_fn = jax.jit(jax.vmap(lambda x: -potential.full_value_and_grad(x)[1]))
+    lengthscale = common_lengthscale(features)
     results: dict[str, dict] = {}
     start_key, *keys = jax.random.split(jax.random.PRNGKey(seed), len(contenders) + 1)
     starts = laplace_starts(start_key, features, num_chains)
@@ -138,20 +175,25 @@ def run_pilot(
         except (ValueError, FloatingPointError, np.linalg.LinAlgError) as error:
             # a candidate that cannot run on this model loses, and the explanation says why
             outcome = dict(draws=0, epochs=0.0, ess=0.0, ess_per_epoch=0.0, seconds=0.0,
-                           ksd=float("inf"), error=f"{type(error).__name__}: {error}")
+                           ksd=float("inf"), ksd_squared=float("inf"), ksd_se=0.0,
+                           error=f"{type(error).__name__}: {error}")
         else:
             flat = to_flat(outcome.pop("samples"))
             thin = np.linspace(0, flat.shape[0] - 1, min(ksd_points, flat.shape[0])).astype(int)
             points = flat[thin]
-            outcome["ksd"] = float(kernel_stein_discrepancy(points, score_fn(points)))
+            statistic = stein_u_statistic(points, score_fn(points), lengthscale)
+            outcome["ksd_squared"] = float(statistic.ksd_squared)
+            outcome["ksd_se"] = effective_se(statistic, len(points), outcome["ess"])
+            outcome["ksd"] = float(np.sqrt(max(outcome["ksd_squared"], 0.0)))
         outcome["params"] = params
         results[candidate.name] = outcome
-    best_ksd = min(r["ksd"] for r in results.values())
-    if not np.isfinite(best_ksd):
+    if all("error" in r for r in results.values()):
         raise ValueError("no pilot candidate ran: " + "; ".join(
             f"{n}: {r['error']}" for n, r in results.items()))
-    for r in results.values():
-        r["rejected"] = bool(not r["ksd"] <= guard_factor * best_ksd)
+    rejected = bias_guard({n: (r["ksd_squared"], r["ksd_se"]) for n, r in results.items()},
+                          guard_factor)
+    for name, r in results.items():
+        r["rejected"] = rejected[name]
     admissible = {n: r for n, r in results.items() if not r["rejected"]}
     winner = max(admissible, key=lambda n: admissible[n]["ess_per_epoch"])
     reasons = (
@@ -176,4 +218,4 @@ def run_pilot(
     )
 
 
-__all__ = ["evaluate_candidate", "run_pilot"]
+__all__ = ["bias_guard", "common_lengthscale", "effective_se", "evaluate_candidate", "run_pilot"]

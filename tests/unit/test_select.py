@@ -1,5 +1,7 @@
 """Selector: features on models with known structure, every competence branch, KSD."""
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -165,3 +167,40 @@ def test_ksd_chunked_equals_unchunked_and_matches_autodiff_stein_kernel():
 
     pairs = jax.vmap(lambda a, sa: jax.vmap(lambda b, sb: stein(a, b, sa, sb))(x, s))(x, s)
     np.testing.assert_allclose(full, jnp.sqrt(pairs.sum()) / x.shape[0], rtol=1e-10)
+
+
+def test_stein_u_statistic_drops_the_diagonal_and_chunks_agree():
+    from pplsamplers.diagnostics import stein_u_statistic
+    from pplsamplers.diagnostics.ksd import _stein_kernel_block
+
+    x = jax.random.normal(jax.random.key(3), (70, 3))
+    scores = -x
+    full = _stein_kernel_block(x, scores, x, scores, 1.0, -0.5, jnp.asarray(1.7))
+    expected = (full.sum() - jnp.trace(full)) / (70 * 69)
+    for chunk in (16, 256):
+        stat = stein_u_statistic(x, scores, 1.7, chunk_size=chunk)
+        np.testing.assert_allclose(stat.ksd_squared, expected, rtol=1e-10)
+    # exact N(0, I) draws score 0 within 3 se; over-dispersed ones (sd 1.5) are > 5 se away
+    x = jax.random.normal(jax.random.key(4), (400, 3))
+    exact = stein_u_statistic(x, -x, 2.0)
+    assert abs(float(exact.ksd_squared)) < 3 * float(exact.standard_error)
+    over = stein_u_statistic(1.5 * x, -1.5 * x, 2.0)
+    assert float(over.ksd_squared) > 5 * float(over.standard_error)
+
+
+def test_bias_guard_rejects_only_significant_excess():
+    from pplsamplers.select.pilot import bias_guard, effective_se
+
+    rejected = bias_guard({"exact": (0.0, 0.01), "noisy_exact": (0.03, 0.01),
+                           "biased": (1.0, 0.01), "failed": (float("inf"), 0.0)})
+    # noisy_exact: 0.03 above a floor of 4·0 but within 3·√(0.01² + 0.01²) = 0.042
+    assert rejected == {"exact": False, "noisy_exact": False, "biased": True, "failed": True}
+    # a positive best: twice its KSD (4× its KSD²) is tolerated, more is not
+    rejected = bias_guard({"best": (0.1, 0.001), "twice": (0.39, 0.001), "thrice": (0.9, 0.001)})
+    assert rejected == {"best": False, "twice": False, "thrice": True}
+
+    class Stat(NamedTuple):
+        standard_error: float
+
+    assert effective_se(Stat(0.1), num_points=200, ess=50.0) == pytest.approx(0.2)
+    assert effective_se(Stat(0.1), num_points=200, ess=1e4) == pytest.approx(0.1)
