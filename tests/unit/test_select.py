@@ -82,6 +82,7 @@ def _features(**changes):
         (dict(skewness=0.6, quadratic_misfit=0.4), "sgbd", "skewed"),
         (dict(gradient_kurtosis=400.0, quadratic_misfit=0.3), "sgbd", "wild per-example"),
         (dict(quadratic_misfit=3.0), "sbps", "non-Gaussian"),
+        (dict(quadratic_misfit=3.0, correlation_condition=500.0), "sbps", "non-Gaussian"),
         (dict(curvature_spread=1e3, quadratic_misfit=0.3), "psbps", "rescales"),
     ],
 )
@@ -99,6 +100,21 @@ def test_boomerang_gets_control_variates_and_candidates_restrict():
         ["sbps", "sgld"], ["sgld", "sbps"])
     with pytest.raises(ValueError, match="unknown candidates"):
         rank_candidates(_features(), ["magic"])
+
+
+def test_pilot_shortlists_follow_the_suite_measurements():
+    names = lambda ranked: [c.name for c in ranked[:3]]
+    # skewed and non-Gaussian: SGBD first, SBPS (measured best per epoch) in the pilot's top 3,
+    # NUTS (last per epoch at large N) out of it
+    skewed = rank_candidates(_features(skewness=0.8, quadratic_misfit=2.6))
+    assert names(skewed)[0] == "sgbd" and "sbps" in names(skewed) and "nuts" not in names(skewed)
+    # wild gradients: SGBD, then pSBPS (measured best on the heavy-tailed logistic regression)
+    assert names(rank_candidates(_features(gradient_kurtosis=140.0, quadratic_misfit=0.4)))[:2] \
+        == ["sgbd", "psbps"]
+    # correlated but non-Gaussian: HAMCMC is not preferred (its pairs diverged there)
+    ranked = rank_candidates(_features(quadratic_misfit=3.0, correlation_condition=500.0))
+    hamcmc = next(c for c in ranked if c.name == "hamcmc")
+    assert hamcmc.score == C.COMPATIBLE and "L-BFGS pairs from one region" in hamcmc.reasons[0]
 
 
 def test_tuned_params_follow_the_posterior_scale():
