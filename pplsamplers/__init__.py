@@ -6,6 +6,7 @@ from pplsamplers.diagnostics import (
     full_data_scores,
     kernel_stein_discrepancy,
     min_ess,
+    stein_u_statistic,
 )
 from pplsamplers.infer import (
     BPS,
@@ -69,6 +70,7 @@ __all__ = [
     "model_features",
     "rank_candidates",
     "run_skeleton",
+    "stein_u_statistic",
     "to_arviz",
     "with_batch_size",
     "with_control_variate",
