@@ -182,8 +182,8 @@ def rank_candidates(
                 rule(name, COMPATIBLE, f"{why}; subsampling adds bias for little saving")
         return _sorted(scores, params, reasons, f)
 
-    rule("nuts", COMPATIBLE - 0.5, f"exact, but every gradient touches all N = {f.num_data} "
-         "data (last per epoch on every large-N model of the selection suite)")
+    rule("nuts", COMPATIBLE, f"exact, but every gradient touches all N = {f.num_data} data "
+         "(last or nearly last per epoch on every large-N model of the selection suite)")
     near_gaussian = f.quadratic_misfit < NEAR_GAUSSIAN_MISFIT and f.skewness < SKEWED
     if near_gaussian:
         rule("boomerang", IDEAL,

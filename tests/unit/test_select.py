@@ -105,7 +105,7 @@ def test_boomerang_gets_control_variates_and_candidates_restrict():
 def test_pilot_shortlists_follow_the_suite_measurements():
     names = lambda ranked: [c.name for c in ranked[:3]]
     # skewed and non-Gaussian: SGBD first, SBPS (measured best per epoch) in the pilot's top 3,
-    # NUTS (last per epoch at large N) out of it
+    # and NUTS (slowest per epoch at large N in the suite) out of it
     skewed = rank_candidates(_features(skewness=0.8, quadratic_misfit=2.6))
     assert names(skewed)[0] == "sgbd" and "sbps" in names(skewed) and "nuts" not in names(skewed)
     # wild gradients: SGBD, then pSBPS (measured best on the heavy-tailed logistic regression)
