@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 import jax
-import numpy as np
 
 jax.config.update("jax_enable_x64", True)  # as the tests: float32 probes are too coarse
 
@@ -35,8 +34,8 @@ from pplsamplers.select.features import laplace_starts  # noqa: E402
 from pplsamplers.select.pilot import (  # noqa: E402
     bias_guard,
     common_lengthscale,
-    effective_se,
     evaluate_candidate,
+    guard_statistics,
 )
 
 
@@ -60,19 +59,6 @@ def suite(quick: bool) -> dict:
     }
 
 
-def ksd_of(samples: dict, potential, lengthscale: float, ess: float,
-           points: int = 200) -> tuple[float, float]:
-    """(KSD², effective standard error) of a thinned subset, as the pilot computes them."""
-    from pplsamplers.diagnostics import stein_u_statistic
-
-    flat = jax.vmap(potential.unconstrain)(samples)
-    keep = np.linspace(0, flat.shape[0] - 1, min(points, flat.shape[0])).astype(int)
-    x = flat[keep]
-    scores = jax.vmap(lambda p: -potential.full_value_and_grad(p)[1])(x)
-    statistic = stein_u_statistic(x, scores, lengthscale)
-    return float(statistic.ksd_squared), effective_se(statistic, len(keep), ess)
-
-
 def run_model(name: str, module, data_kwargs: dict, budget: float, seed: int) -> dict:
     args, kwargs = module.load_data(**data_kwargs)
     info = model_info(module.model, args, kwargs)
@@ -83,6 +69,8 @@ def run_model(name: str, module, data_kwargs: dict, budget: float, seed: int) ->
     tuned = {c.name: c.params for c in rank_candidates(features, available_candidates())}
     starts = laplace_starts(jax.random.PRNGKey(seed + 1000), features, 2)  # as the pilot does
     lengthscale = common_lengthscale(features)
+    to_flat = jax.jit(jax.vmap(potential.unconstrain))  # the pilot's guard inputs, as it builds them
+    score_fn = jax.jit(jax.vmap(lambda x: -potential.full_value_and_grad(x)[1]))
     rows = {}
     for i, candidate in enumerate(available_candidates()):
         params = {} if candidate == "nuts" else {"subsample_size": n, **tuned.get(candidate, {})}
@@ -96,8 +84,8 @@ def run_model(name: str, module, data_kwargs: dict, budget: float, seed: int) ->
                 lambda c=candidate, p=params: make_kernel(c, module.model, **p), args, kwargs,
                 info.data_size, budget_epochs=budget, num_chains=2,
                 rng_key=jax.random.PRNGKey(seed + i), starts=starts)
-            outcome["ksd_squared"], outcome["ksd_se"] = ksd_of(
-                outcome.pop("samples"), potential, lengthscale, outcome["ess"])
+            outcome["ksd_squared"], outcome["ksd_se"] = guard_statistics(
+                to_flat(outcome.pop("samples")), score_fn, lengthscale, outcome["ess"], 200)
         except Exception as error:  # a kernel that fails on a model scores zero, loudly
             outcome = dict(ess_per_epoch=0.0, ksd_squared=float("inf"), ksd_se=0.0,
                            error=str(error)[:80])

@@ -43,6 +43,16 @@ def effective_se(statistic: Any, num_points: int, ess: float) -> float:
     return float(statistic.standard_error) * float(np.sqrt(num_points / effective))
 
 
+def guard_statistics(flat_draws: jax.Array, score_fn: Callable[[jax.Array], jax.Array],
+                     lengthscale: float, ess: float, num_points: int) -> tuple[float, float]:
+    """(KSD², effective standard error) of ``num_points`` evenly thinned draws, the inputs of
+    :func:`bias_guard`; ``score_fn`` maps ``(m, D)`` draws to their full-data scores."""
+    count = min(num_points, flat_draws.shape[0])
+    points = flat_draws[np.linspace(0, flat_draws.shape[0] - 1, count).astype(int)]
+    statistic = stein_u_statistic(points, score_fn(points), lengthscale)
+    return float(statistic.ksd_squared), effective_se(statistic, count, ess)
+
+
 def bias_guard(statistics: dict[str, tuple[float, float]], guard_factor: float = 2.0,
                num_se: float = 3.0) -> dict[str, bool]:
     """Which candidates the KSD guard rejects, from ``{name: (KSD², standard error)}``.
@@ -178,12 +188,9 @@ def run_pilot(
                            ksd=float("inf"), ksd_squared=float("inf"), ksd_se=0.0,
                            error=f"{type(error).__name__}: {error}")
         else:
-            flat = to_flat(outcome.pop("samples"))
-            thin = np.linspace(0, flat.shape[0] - 1, min(ksd_points, flat.shape[0])).astype(int)
-            points = flat[thin]
-            statistic = stein_u_statistic(points, score_fn(points), lengthscale)
-            outcome["ksd_squared"] = float(statistic.ksd_squared)
-            outcome["ksd_se"] = effective_se(statistic, len(points), outcome["ess"])
+            outcome["ksd_squared"], outcome["ksd_se"] = guard_statistics(
+                to_flat(outcome.pop("samples")), score_fn, lengthscale, outcome["ess"],
+                ksd_points)
             outcome["ksd"] = float(np.sqrt(max(outcome["ksd_squared"], 0.0)))
         outcome["params"] = params
         results[candidate.name] = outcome
@@ -218,4 +225,5 @@ def run_pilot(
     )
 
 
-__all__ = ["bias_guard", "common_lengthscale", "effective_se", "evaluate_candidate", "run_pilot"]
+__all__ = ["bias_guard", "common_lengthscale", "effective_se", "evaluate_candidate",
+           "guard_statistics", "run_pilot"]
