@@ -72,7 +72,7 @@ def run_model(name: str, module, data_kwargs: dict, budget: float, seed: int) ->
     to_flat = jax.jit(jax.vmap(potential.unconstrain))  # the pilot's guard inputs, as it builds them
     score_fn = jax.jit(jax.vmap(lambda x: -potential.full_value_and_grad(x)[1]))
     rows = {}
-    for i, candidate in enumerate(available_candidates()):
+    for candidate in available_candidates():  # common random numbers: one key for all
         params = {} if candidate == "nuts" else {"subsample_size": n, **tuned.get(candidate, {})}
         if candidate == "boomerang":
             params["control_variate"] = True
@@ -83,7 +83,7 @@ def run_model(name: str, module, data_kwargs: dict, budget: float, seed: int) ->
             outcome = evaluate_candidate(
                 lambda c=candidate, p=params: make_kernel(c, module.model, **p), args, kwargs,
                 info.data_size, budget_epochs=budget, num_chains=2,
-                rng_key=jax.random.PRNGKey(seed + i), starts=starts)
+                rng_key=jax.random.PRNGKey(seed), starts=starts)
             outcome["ksd_squared"], outcome["ksd_se"] = guard_statistics(
                 to_flat(outcome.pop("samples")), score_fn, lengthscale, outcome["ess"], 200)
         except Exception as error:  # a kernel that fails on a model scores zero, loudly

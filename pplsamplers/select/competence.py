@@ -15,6 +15,9 @@ import numpy as np
 from pplsamplers.select.features import ModelFeatures
 
 INCOMPATIBLE, COMPATIBLE, PREFERRED, IDEAL = 0.0, 1.0, 2.0, 3.0
+LAST_RESORT = 0.5
+"""Below COMPATIBLE: NUTS at large N, measured last or nearly last per epoch on every large-N
+model of the selection suite, so that it does not take one of the pilot's places."""
 
 SMALL_N = 5_000
 """Below this many data a full-data gradient is cheap: exact NUTS wins (suite: breast cancer)."""
@@ -85,7 +88,8 @@ def tuned_params(name: str, features: ModelFeatures) -> dict:
     - Boomerang: a dense reference covariance (the inverse full Hessian at the MAP) up to
       D = ``DENSE_REFERENCE_DIM``, so that its elliptical flow follows the correlations.
     - Control variates anchored at the MAP for ``CONTROL_VARIATE_KERNELS`` when the quadratic
-      misfit is below ``NON_GAUSSIAN_MISFIT`` (one mode, so one anchor serves everywhere).
+      misfit is below ``NON_GAUSSIAN_MISFIT`` and the probes found one mode (so one anchor
+      serves everywhere).
 
     Returns ``{}`` when the probes are unavailable (no MAP, discrete sites).
     """
@@ -93,7 +97,8 @@ def tuned_params(name: str, features: ModelFeatures) -> dict:
     if f.curvature_diagonal is None or not math.isfinite(f.max_curvature):
         return {}
     extra = ({"control_variate": True} if name in CONTROL_VARIATE_KERNELS
-             and f.quadratic_misfit < NON_GAUSSIAN_MISFIT and not f.cost_ratio >= 1 else {})
+             and f.quadratic_misfit < NON_GAUSSIAN_MISFIT and f.mode_count <= 1
+             and not f.cost_ratio >= 1 else {})
     return {**extra, **_scaled(name, f, control_variate=bool(extra))}
 
 
@@ -154,8 +159,10 @@ def rank_candidates(
     params: dict[str, dict] = {name: {} for name in names}
 
     def rule(name: str, level: float, why: str, **extra: object) -> None:
+        """Raise ``name`` to ``level`` (the highest level of its rules counts); a level below
+        COMPATIBLE (INCOMPATIBLE, LAST_RESORT) is set as is."""
         if name in scores:
-            scores[name] = max(scores[name], level) if level > 0 else 0.0
+            scores[name] = max(scores[name], level) if level >= COMPATIBLE else level
             reasons[name].append(why)
             params[name].update(extra)
 
@@ -182,10 +189,20 @@ def rank_candidates(
                 rule(name, COMPATIBLE, f"{why}; subsampling adds bias for little saving")
         return _sorted(scores, params, reasons, f)
 
-    rule("nuts", COMPATIBLE, f"exact, but every gradient touches all N = {f.num_data} data "
+    rule("nuts", LAST_RESORT, f"exact, but every gradient touches all N = {f.num_data} data "
          "(last or nearly last per epoch on every large-N model of the selection suite)")
-    near_gaussian = f.quadratic_misfit < NEAR_GAUSSIAN_MISFIT and f.skewness < SKEWED
-    if near_gaussian:
+    multimodal = f.mode_count > 1
+    near_gaussian = (f.quadratic_misfit < NEAR_GAUSSIAN_MISFIT and f.skewness < SKEWED
+                     and not multimodal)
+    if multimodal:
+        why = (f"{f.mode_count} separated modes found by the MAP fits from random starts: one "
+               "Laplace reference or control-variate anchor covers only one of them")
+        rule("boomerang", COMPATIBLE, why)
+        rule("sbps", PREFERRED + 0.5, f"{why}; SBPS needs neither, and its bias is controlled "
+             "by k")
+        rule("psbps", PREFERRED, f"{why}: preconditioned SBPS needs neither")
+        rule("sgbd", PREFERRED, f"{why}: Barker moves need neither")
+    elif near_gaussian:
         rule("boomerang", IDEAL,
              f"the posterior is close to its Laplace approximation (quadratic misfit "
              f"{_fmt(f.quadratic_misfit)} < {NEAR_GAUSSIAN_MISFIT}): the Gaussian reference "

@@ -26,6 +26,12 @@ from pplsamplers.potential import (
 from pplsamplers.types import Array, PRNGKey
 
 PROBE_STEPS = (-3.0, -2.0, -1.0, 1.0, 2.0, 3.0)
+MODE_STARTS = 4
+"""Extra MAP fits, from the model's own random initial points, that look for other modes."""
+MODE_BARRIER = 3.0
+"""Rise of U (nats) on the segment to the MAP above both ends that separates two optima."""
+MODE_MASS = 10.0
+"""An optimum more than this many nats above the MAP's U carries negligible mass."""
 
 
 class ModelFeatures(NamedTuple):
@@ -75,6 +81,13 @@ class ModelFeatures(NamedTuple):
         Largest kurtosis over coordinates of the per-example gradients at the MAP: heavy-
         tailed covariates produce wild, occasionally huge gradients that destabilise SGLD
         (and which SGBD's bounded moves tolerate).
+    mode_count
+        Number of separated local optima found: the MAP plus the distinct optima that
+        ``MODE_STARTS`` further MAP fits from the model's random initial points reach behind
+        an energy barrier (U rises more than ``MODE_BARRIER`` nats above both ends on the
+        segment to the MAP) and within ``MODE_MASS`` nats of it.  Every other probe is local
+        to one mode; above 1, a Laplace reference (Boomerang) and control variates anchored at
+        the MAP describe only part of the posterior.
     max_curvature
         Largest eigenvalue of the Hessian at the MAP (power iteration on HVPs): 1/λ_max is
         the squared width of the narrowest direction, which bounds every explicit step size
@@ -104,6 +117,7 @@ class ModelFeatures(NamedTuple):
     tail_growth: float
     gradient_kurtosis: float
     max_curvature: float = float("nan")
+    mode_count: int = 1
     map_position: Array | None = None
     curvature_diagonal: Array | None = None
     gradient_noise_sd: Array | None = None
@@ -143,14 +157,59 @@ def probe_features(
     rng_key: PRNGKey, potential: SubsampledPotential, map_steps: int = 300
 ) -> dict[str, float | Array]:
     """The probe features of :class:`ModelFeatures` for a potential (one jit-compiled probe)."""
-    map_key, probe_key = jax.random.split(rng_key)
+    map_key, probe_key, mode_key = jax.random.split(rng_key, 3)
     x_map = find_map(map_key, potential, num_steps=map_steps).position
     values = jax.jit(lambda key, x: _probe_arrays(key, potential, x))(probe_key, x_map)
     vectors = ("curvature_diagonal", "gradient_noise_sd")
     out = {name: float(value) for name, value in values.items() if name not in vectors}
     out.update({name: values[name] for name in vectors})
     out["map_position"] = x_map
+    out["mode_count"] = count_modes(mode_key, potential, x_map, values["curvature_diagonal"])
     return out
+
+
+def count_modes(rng_key: PRNGKey, potential: SubsampledPotential, x_map: Array,
+                curvature_diagonal: Array, num_starts: int = MODE_STARTS,
+                map_steps: int = 300) -> int:
+    """``ModelFeatures.mode_count``: the MAP plus the distinct separated optima reached by
+    ``num_starts`` MAP fits from the model's random initial points (one vmapped fit).
+
+    Two optima are the same when they are within 3 Laplace sds (scaled by
+    ``curvature_diagonal``) of each other; an optimum counts when U rises more than
+    ``MODE_BARRIER`` nats above both ends somewhere on the segment from it to the MAP, and it
+    lies within ``MODE_MASS`` nats of the MAP.
+    """
+    if potential.draw_init is None or num_starts < 1:
+        return 1
+    init_keys = jax.random.split(jax.random.fold_in(rng_key, 1), num_starts)
+    starts = jnp.stack([potential.draw_init(k) for k in init_keys])  # the model's init strategy
+    fit_keys = jax.random.split(rng_key, num_starts)
+    scale = jnp.sqrt(jnp.asarray(curvature_diagonal, x_map.dtype))
+
+    @jax.jit
+    def separated(keys: Array, starts: Array) -> tuple[Array, Array]:
+        optima = jax.vmap(lambda k, x0: find_map(k, potential, x0, num_steps=map_steps)
+                          .position)(keys, starts)
+        value = lambda x: potential.full_value_and_grad(x)[0]
+        u_map = value(x_map)
+        fractions = jnp.linspace(0.0, 1.0, 9)[1:-1]
+
+        def barrier(x: Array) -> tuple[Array, Array]:
+            u_opt = value(x)
+            path = lax.map(lambda t: value(x_map + t * (x - x_map)), fractions)
+            rise = jnp.max(path) - jnp.maximum(u_opt, u_map)
+            ok = (rise > MODE_BARRIER) & (u_opt - u_map < MODE_MASS)
+            return jnp.where(jnp.isfinite(rise), ok, False), u_opt
+
+        return optima * scale, jax.vmap(barrier)(optima)[0]
+
+    scaled, is_mode = separated(fit_keys, starts)
+    scaled, is_mode = np.asarray(scaled), np.asarray(is_mode)
+    distinct: list[np.ndarray] = []
+    for point in scaled[is_mode]:  # at most num_starts points: dedupe by scaled distance
+        if all(np.linalg.norm(point - other) > 3.0 for other in distinct):
+            distinct.append(point)
+    return 1 + len(distinct)
 
 
 def _probe_arrays(key: PRNGKey, potential: SubsampledPotential, x_map: Array) -> dict[str, Array]:
@@ -237,7 +296,7 @@ def model_features(
     nan = float("nan")
     probes = dict(curvature_spread=nan, correlation_condition=nan, gradient_noise_ratio=nan,
                   quadratic_misfit=nan, skewness=nan, tail_growth=nan, gradient_kurtosis=nan,
-                  max_curvature=nan, map_position=None, curvature_diagonal=None,
+                  max_curvature=nan, mode_count=1, map_position=None, curvature_diagonal=None,
                   gradient_noise_sd=None)
     if discrete:
         return ModelFeatures(num_data=0, subsample_size=0, dim=0, has_data_plate=False,
@@ -284,5 +343,5 @@ def features_table(features: ModelFeatures) -> str:
     return "\n".join(rows)
 
 
-__all__ = ["ModelFeatures", "features_table", "laplace_starts", "model_features",
+__all__ = ["ModelFeatures", "count_modes", "features_table", "laplace_starts", "model_features",
            "probe_features"]

@@ -37,6 +37,22 @@ def test_diagonal_gaussian_has_no_correlation():
     assert f.quadratic_misfit < 1e-8 and f.skewness < 1e-8
     assert abs(f.tail_growth - 1.0) < 1e-8
     assert f.curvature_spread > 5  # the scales 1..4 squared: spread ≈ 16
+    assert f.mode_count == 1  # the random-start MAP fits all reach the one optimum
+
+
+def test_multimodal_mixture_is_flagged():
+    """The SBPS paper's Supp. E mixture (4 modes at (±1, ±1)): the random-start MAP fits find
+    other modes, so neither a Laplace reference nor a control-variate anchor is offered."""
+    from models import multimodal_mixture
+
+    args, kwargs = multimodal_mixture.load_data(N=1000)
+    f = model_features(multimodal_mixture.model, args, kwargs, subsample_size=10)
+    assert 1 < f.mode_count <= 4
+    assert f.quadratic_misfit < 0.01  # locally Gaussian: only mode_count sees the other modes
+    ranked = rank_candidates(f._replace(num_data=10**6))  # as if N were large
+    assert ranked[0].name == "sbps" and "separated modes" in ranked[0].reasons[0]
+    assert [c.name for c in ranked[:3]] == ["sbps", "psbps", "sgbd"]
+    assert all("control_variate" not in c.params for c in ranked)
 
 
 def test_correlated_design_is_flagged():
@@ -82,6 +98,7 @@ def _features(**changes):
         (dict(skewness=0.6, quadratic_misfit=0.4), "sgbd", "skewed"),
         (dict(gradient_kurtosis=400.0, quadratic_misfit=0.3), "sgbd", "wild per-example"),
         (dict(quadratic_misfit=3.0), "sbps", "non-Gaussian"),
+        (dict(mode_count=3), "sbps", "separated modes"),
         (dict(quadratic_misfit=3.0, correlation_condition=500.0), "sbps", "non-Gaussian"),
         (dict(curvature_spread=1e3, quadratic_misfit=0.3), "psbps", "rescales"),
     ],
@@ -108,6 +125,10 @@ def test_pilot_shortlists_follow_the_suite_measurements():
     # and NUTS (slowest per epoch at large N in the suite) out of it
     skewed = rank_candidates(_features(skewness=0.8, quadratic_misfit=2.6))
     assert names(skewed)[0] == "sgbd" and "sbps" in names(skewed) and "nuts" not in names(skewed)
+    # at large N NUTS ranks below every compatible kernel, even where no rule favours any
+    for features in (_features(), _features(mode_count=2), _features(quadratic_misfit=0.3)):
+        ranked = rank_candidates(features)
+        assert ranked[-1].name == "nuts" and ranked[-1].score == C.LAST_RESORT
     # wild gradients: SGBD, then pSBPS (measured best on the heavy-tailed logistic regression)
     assert names(rank_candidates(_features(gradient_kurtosis=140.0, quadratic_misfit=0.4)))[:2] \
         == ["sgbd", "psbps"]
