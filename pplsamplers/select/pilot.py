@@ -49,25 +49,36 @@ def guard_statistics(flat_draws: jax.Array, score_fn: Callable[[jax.Array], jax.
     :func:`bias_guard`; ``score_fn`` maps ``(m, D)`` draws to their full-data scores."""
     count = min(num_points, flat_draws.shape[0])
     points = flat_draws[np.linspace(0, flat_draws.shape[0] - 1, count).astype(int)]
-    statistic = stein_u_statistic(points, score_fn(points), lengthscale)
+    scores = score_fn(points)
+    if not (np.all(np.isfinite(np.asarray(points))) and np.all(np.isfinite(np.asarray(scores)))):
+        return float("inf"), 0.0  # a chain that left the support or overflowed: rejected
+    statistic = stein_u_statistic(points, scores, lengthscale)
     return float(statistic.ksd_squared), effective_se(statistic, count, ess)
 
 
 def bias_guard(statistics: dict[str, tuple[float, float]], guard_factor: float = 2.0,
-               num_se: float = 3.0) -> dict[str, bool]:
+               num_se: float = 3.0, hopeless_factor: float = 100.0) -> dict[str, bool]:
     """Which candidates the KSD guard rejects, from ``{name: (KSD², standard error)}``.
 
     A candidate is rejected when its KSD² (U-statistic, common kernel) exceeds
     ``guard_factor``² times the smallest one, floored at 0 (its KSD is more than
     ``guard_factor`` times the best), by more than ``num_se`` standard errors of the
-    difference.  A failed candidate (KSD² = inf) is always rejected.
+    difference.  A diverged chain has a standard error as large as its KSD², so it is also
+    rejected when its KSD² exceeds ``hopeless_factor`` times the best one's upper bound
+    (value + ``num_se`` se, floored at 0), whatever its own error.  A failed candidate
+    (KSD² = inf or NaN) is always rejected.
     """
-    best = min(statistics, key=lambda n: statistics[n][0])
-    best_value, best_se = statistics[best]
+    finite = {n: v for n, v in statistics.items() if np.isfinite(v[0])}
+    if not finite:
+        return {name: True for name in statistics}
+    best = min(finite, key=lambda n: finite[n][0])
+    best_value, best_se = finite[best]
     floor = guard_factor**2 * max(best_value, 0.0)
+    ceiling = hopeless_factor * max(best_value + num_se * best_se, 0.0)
     return {
         name: bool(not np.isfinite(value)
-                   or value - floor > num_se * float(np.hypot(se, best_se)))
+                   or value - floor > num_se * float(np.hypot(se, best_se))
+                   or (ceiling > 0 and value > ceiling))
         for name, (value, se) in statistics.items()
     }
 

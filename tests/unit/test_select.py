@@ -235,6 +235,9 @@ def test_bias_guard_rejects_only_significant_excess():
     # a positive best: twice its KSD (4× its KSD²) is tolerated, more is not
     rejected = bias_guard({"best": (0.1, 0.001), "twice": (0.39, 0.001), "thrice": (0.9, 0.001)})
     assert rejected == {"best": False, "twice": False, "thrice": True}
+    # a diverged chain: its error is as large as its KSD², but it is 10⁶× the best's bound
+    rejected = bias_guard({"best": (0.5, 0.2), "diverged": (1e6, 1e6), "nan": (np.nan, 0.0)})
+    assert rejected == {"best": False, "diverged": True, "nan": True}
 
     class Stat(NamedTuple):
         standard_error: float
