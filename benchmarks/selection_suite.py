@@ -48,11 +48,12 @@ def suite(quick: bool) -> dict:
     return {
         "breast_cancer_lr": (load("logistic_regression"), dict(dataset="breast_cancer")),
         "large_lr": (load("logistic_regression"), dict(N=big, d=20)),
-        "correlated_gaussian_d50": (load("linear_gaussian"),
-                                    dict(N=big // 2, D=50, correlation=0.9)),
+        "correlated_gaussian_d50": (
+            load("linear_gaussian"),
+            dict(N=big // 2, D=50, correlation=0.9),
+        ),
         "skew_normal": (load("skew_normal"), dict()),
-        "heavy_tailed_lr": (load("heavy_tailed_logistic"),
-                            dict(N=big // 2, scales=(1.0, 10.0))),
+        "heavy_tailed_lr": (load("heavy_tailed_logistic"), dict(N=big // 2, scales=(1.0, 10.0))),
         "hyperboloid": (load("hyperboloid"), dict(N=10_000)),
         "multimodal_mixture": (load("multimodal_mixture"), dict(N=10_000)),
         "digits_bnn": (load("bnn"), dict()),
@@ -69,7 +70,9 @@ def run_model(name: str, module, data_kwargs: dict, budget: float, seed: int) ->
     tuned = {c.name: c.params for c in rank_candidates(features, available_candidates())}
     starts = laplace_starts(jax.random.PRNGKey(seed + 1000), features, 2)  # as the pilot does
     lengthscale = common_lengthscale(features)
-    to_flat = jax.jit(jax.vmap(potential.unconstrain))  # the pilot's guard inputs, as it builds them
+    to_flat = jax.jit(
+        jax.vmap(potential.unconstrain)
+    )  # the pilot's guard inputs, as it builds them
     score_fn = jax.jit(jax.vmap(lambda x: -potential.full_value_and_grad(x)[1]))
     rows = {}
     for candidate in available_candidates():  # common random numbers: one key for all
@@ -81,19 +84,31 @@ def run_model(name: str, module, data_kwargs: dict, budget: float, seed: int) ->
         start = time.perf_counter()
         try:
             outcome = evaluate_candidate(
-                lambda c=candidate, p=params: make_kernel(c, module.model, **p), args, kwargs,
-                info.data_size, budget_epochs=budget, num_chains=2,
-                rng_key=jax.random.PRNGKey(seed), starts=starts)
+                lambda c=candidate, p=params: make_kernel(c, module.model, **p),
+                args,
+                kwargs,
+                info.data_size,
+                budget_epochs=budget,
+                num_chains=2,
+                rng_key=jax.random.PRNGKey(seed),
+                starts=starts,
+            )
             outcome["ksd_squared"], outcome["ksd_se"] = guard_statistics(
-                to_flat(outcome.pop("samples")), score_fn, lengthscale, outcome["ess"], 200)
+                to_flat(outcome.pop("samples")), score_fn, lengthscale, outcome["ess"], 200
+            )
         except Exception as error:  # a kernel that fails on a model scores zero, loudly
-            outcome = dict(ess_per_epoch=0.0, ksd_squared=float("inf"), ksd_se=0.0,
-                           error=str(error)[:80])
+            outcome = dict(
+                ess_per_epoch=0.0, ksd_squared=float("inf"), ksd_se=0.0, error=str(error)[:80]
+            )
         outcome["seconds"] = time.perf_counter() - start
         rows[candidate] = outcome
-        print(f"    {name}: {candidate} {outcome['ess_per_epoch']:.3g} ESS/epoch, KSD² "
-              f"{outcome['ksd_squared']:.3g} ± {outcome['ksd_se']:.2g}, "
-              f"{outcome['seconds']:.0f} s", file=sys.stderr, flush=True)
+        print(
+            f"    {name}: {candidate} {outcome['ess_per_epoch']:.3g} ESS/epoch, KSD² "
+            f"{outcome['ksd_squared']:.3g} ± {outcome['ksd_se']:.2g}, "
+            f"{outcome['seconds']:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
     rejected = bias_guard({c: (r["ksd_squared"], r["ksd_se"]) for c, r in rows.items()})
     for c, r in rows.items():
         r["rejected"] = rejected[c]
@@ -108,15 +123,24 @@ def run_model(name: str, module, data_kwargs: dict, budget: float, seed: int) ->
 
     picks = {}
     for strategy in ("rules", "pilot"):
-        sampler = AutoSampler(module.model, strategy=strategy,
-                              pilot_options=dict(budget_epochs=budget, ksd_points=200))
+        sampler = AutoSampler(
+            module.model,
+            strategy=strategy,
+            pilot_options=dict(budget_epochs=budget, ksd_points=200),
+        )
         try:
             picks[strategy] = sampler.decide(args, kwargs).kernel
         except ValueError as error:  # printed, and counted as regret 1
             print(f"    {name}: AutoSampler({strategy}) failed: {error}", file=sys.stderr)
             picks[strategy] = "failed"
-    return dict(rows=rows, best=best, picks=picks,
-                regret={s: regret(k) for s, k in picks.items()}, N=info.data_size, n=n)
+    return dict(
+        rows=rows,
+        best=best,
+        picks=picks,
+        regret={s: regret(k) for s, k in picks.items()},
+        N=info.data_size,
+        n=n,
+    )
 
 
 def main() -> None:
@@ -129,8 +153,10 @@ def main() -> None:
     models = suite(args.quick)
     chosen = [m for m in args.models.split(",") if m] or list(models)
     candidates = available_candidates()
-    print(f"budget {args.budget:g} epochs per candidate, 2 chains; score = min bulk ESS / epoch; "
-          "x = rejected by the KSD guard")
+    print(
+        f"budget {args.budget:g} epochs per candidate, 2 chains; score = min bulk ESS / epoch; "
+        "x = rejected by the KSD guard"
+    )
     header = f"{'model':<24} " + " ".join(f"{c:>9}" for c in candidates)
     header += f" | {'best':>9} {'rules':>9} {'pilot':>9} {'regret r':>8} {'regret p':>8}"
     print(header)
@@ -143,12 +169,19 @@ def main() -> None:
         for c in candidates:
             r = out["rows"][c]
             cells.append(f"{r['ess_per_epoch']:>8.3g}{'x' if r['rejected'] else ' '}")
-        print(f"{name:<24} " + " ".join(cells)
-              + f" | {out['best']:>9} {out['picks']['rules']:>9} {out['picks']['pilot']:>9}"
-              f" {out['regret']['rules']:>8.2f} {out['regret']['pilot']:>8.2f}", flush=True)
-        print(f"{'  KSD²':<24} " + " ".join(f"{out['rows'][c]['ksd_squared']:>9.2g}"
-                                             for c in candidates)
-              + f" | {time.perf_counter() - started:>7.0f} s", flush=True)
+        print(
+            f"{name:<24} "
+            + " ".join(cells)
+            + f" | {out['best']:>9} {out['picks']['rules']:>9} {out['picks']['pilot']:>9}"
+            f" {out['regret']['rules']:>8.2f} {out['regret']['pilot']:>8.2f}",
+            flush=True,
+        )
+        print(
+            f"{'  KSD²':<24} "
+            + " ".join(f"{out['rows'][c]['ksd_squared']:>9.2g}" for c in candidates)
+            + f" | {time.perf_counter() - started:>7.0f} s",
+            flush=True,
+        )
         errors = {c: r["error"] for c, r in out["rows"].items() if "error" in r}
         for c, message in errors.items():
             print(f"    {c} failed: {message}")

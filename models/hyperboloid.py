@@ -18,14 +18,19 @@ import numpyro.distributions as dist
 
 def model(y, sigma: float = 1.0, prior_precision: float = 0.1, subsample_size: int | None = None):
     """w ~ N(0, I/c), y_i ~ N(w₀w₁, σ²) inside the data plate."""
-    w = numpyro.sample("w", dist.Normal(0.0, 1.0 / jnp.sqrt(prior_precision)).expand([2]).to_event(1))
+    w = numpyro.sample(
+        "w", dist.Normal(0.0, 1.0 / jnp.sqrt(prior_precision)).expand([2]).to_event(1)
+    )
     with numpyro.plate("data", y.shape[0], subsample_size=subsample_size) as idx:
         numpyro.sample("y", dist.Normal(w[0] * w[1], sigma), obs=y[idx])
 
 
 def load_data(
-    N: int = 1000, w_true: tuple[float, float] = (0.0, 0.0), sigma: float = 1.0,
-    prior_precision: float = 0.1, seed: int = 0,
+    N: int = 1000,
+    w_true: tuple[float, float] = (0.0, 0.0),
+    sigma: float = 1.0,
+    prior_precision: float = 0.1,
+    seed: int = 0,
 ) -> tuple[tuple, dict]:
     """``((y,), {"sigma": σ, "prior_precision": c})`` with y_i ~ N(w₀*w₁*, σ²)."""
     rng = np.random.default_rng(seed)

@@ -32,8 +32,9 @@ def model(mu, sigma_l: float = 0.25, prior_scale: float = 10.0, subsample_size: 
         numpyro.factor("likelihood", per_datum)
 
 
-def load_data(N: int = 1000, D: int = 2, sigma_mu: float = 0.01, sigma_l: float = 0.25,
-              seed: int = 0) -> tuple[tuple, dict]:
+def load_data(
+    N: int = 1000, D: int = 2, sigma_mu: float = 0.01, sigma_l: float = 0.25, seed: int = 0
+) -> tuple[tuple, dict]:
     """``((mu,), {"sigma_l": σ_L})`` with μ_j^i ~ N(0, σ_μ²)."""
     rng = np.random.default_rng(seed)
     return (jnp.asarray(sigma_mu * rng.standard_normal((N, 2 * D))),), {"sigma_l": sigma_l}

@@ -108,9 +108,15 @@ def run_job(
         decision = kernel.decide(model_args, model_kwargs)
         print_fn(decision.explain(print_it=False) + "\n")
     # NumPyro counts thinned-out draws in num_samples: run num_samples * thinning steps
-    mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples * thinning,
-                num_chains=num_chains, thinning=thinning, chain_method="vectorized",
-                progress_bar=progress_bar)
+    mcmc = MCMC(
+        kernel,
+        num_warmup=num_warmup,
+        num_samples=num_samples * thinning,
+        num_chains=num_chains,
+        thinning=thinning,
+        chain_method="vectorized",
+        progress_bar=progress_bar,
+    )
     chosen = kernel.decision.kernel if sampler == "auto" else sampler
     discrete = sampler == "auto" and kernel.decision.params.get("discrete", False)
     # plain NUTS reports its leapfrog steps, which give its epochs (one full gradient each)
@@ -174,19 +180,40 @@ def _build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     def common(sub: argparse.ArgumentParser, samples: int, warmup: int) -> None:
-        sub.add_argument("--sampler", default=DEFAULT_SAMPLER, choices=sorted(SAMPLERS),
-                         type=str.lower, help=f"kernel (default: {DEFAULT_SAMPLER})")
+        sub.add_argument(
+            "--sampler",
+            default=DEFAULT_SAMPLER,
+            choices=sorted(SAMPLERS),
+            type=str.lower,
+            help=f"kernel (default: {DEFAULT_SAMPLER})",
+        )
         sub.add_argument("--num-samples", type=int, default=samples)
         sub.add_argument("--num-warmup", type=int, default=warmup)
         sub.add_argument("--num-chains", type=int, default=4)
-        sub.add_argument("--subsample-size", type=int, default=None,
-                         help="minibatch size n (default: the model plate's own, or all data)")
-        sub.add_argument("--step-size", type=float, default=None,
-                         help="step size for SG kernels (default: the kernel's automatic choice)")
-        sub.add_argument("--control-variate", action=argparse.BooleanOptionalAction,
-                         default=None, help="control-variate gradients anchored at the MAP")
-        sub.add_argument("--thinning", type=int, default=None,
-                         help="keep every k-th draw (default 1; the SGLD demo uses 5)")
+        sub.add_argument(
+            "--subsample-size",
+            type=int,
+            default=None,
+            help="minibatch size n (default: the model plate's own, or all data)",
+        )
+        sub.add_argument(
+            "--step-size",
+            type=float,
+            default=None,
+            help="step size for SG kernels (default: the kernel's automatic choice)",
+        )
+        sub.add_argument(
+            "--control-variate",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help="control-variate gradients anchored at the MAP",
+        )
+        sub.add_argument(
+            "--thinning",
+            type=int,
+            default=None,
+            help="keep every k-th draw (default 1; the SGLD demo uses 5)",
+        )
         sub.add_argument("--seed", type=int, default=0)
         sub.add_argument("--out", default=".", help="output directory (default: .)")
         sub.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -199,8 +226,13 @@ def _build_parser() -> argparse.ArgumentParser:
     fit = commands.add_parser("fit", help="fit the model defined in a Python file")
     fit.add_argument("model_file", help="file defining model(...) and load_data(...)")
     common(fit, samples=1000, warmup=1000)
-    fit.add_argument("--data", nargs="*", default=[], metavar="KEY=VALUE",
-                     help="keyword arguments for load_data (e.g. N=1000 d=5)")
+    fit.add_argument(
+        "--data",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="keyword arguments for load_data (e.g. N=1000 d=5)",
+    )
     return parser
 
 
@@ -226,10 +258,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             model, name = module.model, Path(args.model_file).stem
             subsample = args.subsample_size
         run_job(
-            model, tuple(model_args), dict(model_kwargs or {}), name=name, sampler=args.sampler,
-            num_warmup=args.num_warmup, num_samples=args.num_samples, num_chains=args.num_chains,
-            out_dir=args.out, seed=args.seed, subsample_size=subsample, step_size=args.step_size,
-            control_variate=bool(args.control_variate), thinning=args.thinning or 1,
+            model,
+            tuple(model_args),
+            dict(model_kwargs or {}),
+            name=name,
+            sampler=args.sampler,
+            num_warmup=args.num_warmup,
+            num_samples=args.num_samples,
+            num_chains=args.num_chains,
+            out_dir=args.out,
+            seed=args.seed,
+            subsample_size=subsample,
+            step_size=args.step_size,
+            control_variate=bool(args.control_variate),
+            thinning=args.thinning or 1,
             progress_bar=not args.no_progress and sys.stderr.isatty(),
         )
     except KeyboardInterrupt:

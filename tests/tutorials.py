@@ -32,15 +32,24 @@ def execute_tutorial(name: str, monkeypatch, timeout: int = 600) -> ExecutedNote
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     path = ROOT / "tutorials" / name
     notebook = nbformat.read(path, as_version=4)
-    client = NotebookClient(notebook, timeout=timeout, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}})
+    client = NotebookClient(
+        notebook,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+    )
     started = time.perf_counter()
     client.execute()
     seconds = time.perf_counter() - started
-    outputs = [out for cell in notebook.cells if cell.cell_type == "code"
-               for out in cell.get("outputs", [])]
-    text = "".join(out.get("text", "") + out.get("data", {}).get("text/plain", "")
-                   for out in outputs)
+    outputs = [
+        out
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        for out in cell.get("outputs", [])
+    ]
+    text = "".join(
+        out.get("text", "") + out.get("data", {}).get("text/plain", "") for out in outputs
+    )
     images = sum("image/png" in out.get("data", {}) for out in outputs)
     errors = [out for out in outputs if out.output_type == "error"]
     return ExecutedNotebook(text, images, errors, seconds)

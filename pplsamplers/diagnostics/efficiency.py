@@ -34,8 +34,10 @@ def epochs(idata: Any, num_data: int, thinning: int = 1) -> float:
     elif "n_steps" in stats:
         evals = float(np.asarray(stats["n_steps"]).sum()) * num_data
     else:
-        raise ValueError("epochs need `data_evals` (pplsamplers kernels) or `n_steps` (NUTS run "
-                         "with extra_fields=('num_steps',)) in sample_stats.")
+        raise ValueError(
+            "epochs need `data_evals` (pplsamplers kernels) or `n_steps` (NUTS run "
+            "with extra_fields=('num_steps',)) in sample_stats."
+        )
     return evals * thinning / num_data
 
 

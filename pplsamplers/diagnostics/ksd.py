@@ -85,8 +85,10 @@ def kernel_stein_discrepancy(
     m = samples.shape[0]
     if lengthscale is None:
         sq = jnp.sum((samples[:, None] - samples[None]) ** 2, -1) if m <= 2048 else None
-        lengthscale = jnp.sqrt(jnp.median(sq)) if sq is not None else jnp.std(samples) * jnp.sqrt(
-            2.0 * samples.shape[1]
+        lengthscale = (
+            jnp.sqrt(jnp.median(sq))
+            if sq is not None
+            else jnp.std(samples) * jnp.sqrt(2.0 * samples.shape[1])
         )
         lengthscale = jnp.where(lengthscale > 0, lengthscale, 1.0)
     if chunk_size is None or chunk_size >= m:
@@ -150,8 +152,9 @@ def stein_u_statistic(
     samples, scores = jnp.asarray(samples), jnp.asarray(scores)
     m = samples.shape[0]
     if m < 3 or samples.shape != scores.shape or samples.ndim != 2:
-        raise ValueError(f"need (m, D) samples and scores with m >= 3; got {samples.shape}, "
-                         f"{scores.shape}.")
+        raise ValueError(
+            f"need (m, D) samples and scores with m >= 3; got {samples.shape}, {scores.shape}."
+        )
     lengthscale = jnp.asarray(lengthscale, samples.dtype)
     num_chunks = -(-m // chunk_size)
     pad = num_chunks * chunk_size - m
@@ -166,8 +169,11 @@ def stein_u_statistic(
 
     sums, squares = lax.map(block, jnp.arange(num_chunks))
     row_sums, row_squares = sums.reshape(-1)[:m], squares.reshape(-1)[:m]
-    diagonal = jax.vmap(lambda x, s: _stein_kernel_block(x[None], s[None], x[None], s[None], c,
-                                                         beta, lengthscale)[0, 0])(samples, scores)
+    diagonal = jax.vmap(
+        lambda x, s: _stein_kernel_block(x[None], s[None], x[None], s[None], c, beta, lengthscale)[
+            0, 0
+        ]
+    )(samples, scores)
     row_means = (row_sums - diagonal) / (m - 1)
     pairs = m * (m - 1)
     # first order (Hoeffding projection) + second order, which dominates for exact draws

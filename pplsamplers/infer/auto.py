@@ -129,8 +129,10 @@ class AutoSampler(MCMCKernel):
         from pplsamplers.select.pilot import run_pilot
 
         model_kwargs = dict(model_kwargs or {})
-        signature = (tuple(id(a) for a in model_args),
-                     tuple(sorted((k, id(v)) for k, v in model_kwargs.items())))
+        signature = (
+            tuple(id(a) for a in model_args),
+            tuple(sorted((k, id(v)) for k, v in model_kwargs.items())),
+        )
         if self.decision is not None and self._decided_for == signature:
             return self.decision
         subsample = self.overrides.get("subsample_size")
@@ -141,15 +143,24 @@ class AutoSampler(MCMCKernel):
             info = model_info(self._model, model_args, model_kwargs, data_plate)
             if info.data_plate is not None and info.model_subsample_size is None:
                 subsample = default_subsample_size(info.data_size)
-        features = model_features(self._model, model_args, model_kwargs,
-                                  subsample_size=subsample, data_plate=data_plate)
+        features = model_features(
+            self._model, model_args, model_kwargs, subsample_size=subsample, data_plate=data_plate
+        )
         ranking = tuple(rank_candidates(features, self.candidates or available_candidates()))
         if not ranking:
             raise ValueError("no candidate sampler is compatible with this model.")
         shared = {"subsample_size": subsample} if subsample is not None else {}
         if self.strategy == "pilot":
-            decision = run_pilot(self._model, model_args, model_kwargs, features, ranking,
-                                 shared=shared, overrides=self.overrides, **self.pilot_options)
+            decision = run_pilot(
+                self._model,
+                model_args,
+                model_kwargs,
+                features,
+                ranking,
+                shared=shared,
+                overrides=self.overrides,
+                **self.pilot_options,
+            )
         else:
             best = ranking[0]
             decision = Decision(
@@ -174,8 +185,9 @@ class AutoSampler(MCMCKernel):
         if decision.kernel == "nuts":
             ignored = sorted(k for k in SUBSAMPLING_ONLY if overrides.pop(k, None) is not None)
             if ignored:
-                warnings.warn(f"AutoSampler chose full-data NUTS, which ignores {ignored}.",
-                              stacklevel=4)
+                warnings.warn(
+                    f"AutoSampler chose full-data NUTS, which ignores {ignored}.", stacklevel=4
+                )
         params = {**decision.params, **overrides}
         anchor = decision.features.map_position
         if params.get("control_variate") is True and anchor is not None:
@@ -183,8 +195,14 @@ class AutoSampler(MCMCKernel):
         return make_kernel(decision.kernel, self._model, **params)
 
     # ------------------------------------------------------------ NumPyro API
-    def init(self, rng_key: PRNGKey, num_warmup: int, init_params: Any, model_args: tuple,
-             model_kwargs: dict) -> Any:
+    def init(
+        self,
+        rng_key: PRNGKey,
+        num_warmup: int,
+        init_params: Any,
+        model_args: tuple,
+        model_kwargs: dict,
+    ) -> Any:
         decided_before = self._delegate is not None
         self.decide(model_args, model_kwargs)
         if not decided_before and not self._fields_warned:
@@ -193,7 +211,9 @@ class AutoSampler(MCMCKernel):
                 "AutoSampler decided inside MCMC.run, after NumPyro had fixed the fields to "
                 "collect, so this run records only the draws: call "
                 "`sampler.decide(model_args, model_kwargs)` before `mcmc.run` to get the chosen "
-                "kernel's diagnostics in sample_stats.", stacklevel=3)
+                "kernel's diagnostics in sample_stats.",
+                stacklevel=3,
+            )
         if init_params is None and self.decision.kernel != "nuts":
             # minibatch kernels start inside the Laplace approximation (NUTS adapts on its own)
             rng_key, init_params = _laplace_init(rng_key, self.decision.features)

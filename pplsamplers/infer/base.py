@@ -107,7 +107,8 @@ class SubsampledKernel(MCMCKernel):
         if model is None and potential is None:
             raise ValueError("give a NumPyro `model` or a ready `potential`.")
         if subsample_size is not None and (
-            isinstance(subsample_size, bool) or not isinstance(subsample_size, int)
+            isinstance(subsample_size, bool)
+            or not isinstance(subsample_size, int)
             or subsample_size <= 0
         ):
             raise ValueError(f"subsample_size must be a positive integer; got {subsample_size!r}.")
@@ -179,8 +180,12 @@ class SubsampledKernel(MCMCKernel):
             keys = rng_key
             params = init_params
             states = [
-                self._init_one(k, None if params is None else jax.tree.map(lambda p: p[i], params),
-                               init_fn, step_fn)
+                self._init_one(
+                    k,
+                    None if params is None else jax.tree.map(lambda p, i=i: p[i], params),
+                    init_fn,
+                    step_fn,
+                )
                 for i, k in enumerate(keys)
             ]
             self._sample_fn = jax.vmap(sample_one)
@@ -191,8 +196,10 @@ class SubsampledKernel(MCMCKernel):
     # --------------------------------------------------------------- internals
     def _prepare_potential(self, model_args: tuple, model_kwargs: dict) -> SubsampledPotential:
         signature = (model_args, tuple(sorted(model_kwargs.items())))
-        if self._potential is not None and self._built_for is not None and _same(
-            self._built_for, signature
+        if (
+            self._potential is not None
+            and self._built_for is not None
+            and _same(self._built_for, signature)
         ):
             return self._potential
         if self._user_potential is not None:
@@ -278,8 +285,13 @@ class SubsampledKernel(MCMCKernel):
                 step_key, state.kernel_state, state.adapt_state, state.iteration
             )
             finite = jnp.all(
-                jnp.array([jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(kernel_state)
-                           if jnp.issubdtype(leaf.dtype, jnp.inexact)])
+                jnp.array(
+                    [
+                        jnp.all(jnp.isfinite(leaf))
+                        for leaf in jax.tree.leaves(kernel_state)
+                        if jnp.issubdtype(leaf.dtype, jnp.inexact)
+                    ]
+                )
             )
             keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(finite, a, b), new, old)
             kernel_state = keep(kernel_state, state.kernel_state)

@@ -125,7 +125,9 @@ class SGLD(SubsampledKernel):
 class PSGLD(SGLD):
     """pSGLD: :class:`SGLD` with ``preconditioned=True`` (RMSprop metric, frozen after warmup)."""
 
-    def __init__(self, model: Callable | None = None, step_size: float | str = "auto", **kwargs: Any):
+    def __init__(
+        self, model: Callable | None = None, step_size: float | str = "auto", **kwargs: Any
+    ):
         super().__init__(model, step_size, preconditioned=True, **kwargs)
 
 

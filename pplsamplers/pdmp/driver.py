@@ -88,11 +88,27 @@ def advance(
         seg_first, seg_second = flow.moments(x, v, dt)
         x_new, _ = flow.move(x, v, dt)
         elapsed = jnp.where(dt >= horizon, interval, elapsed + dt)
-        return (key, x_new, v_after, state, elapsed, first + seg_first, second + seg_second,
-                iterations + 1)
+        return (
+            key,
+            x_new,
+            v_after,
+            state,
+            elapsed,
+            first + seg_first,
+            second + seg_second,
+            iterations + 1,
+        )
 
-    init = (rng_key, position, velocity, kernel_state, jnp.zeros((), position.dtype), zeros,
-            zeros, jnp.asarray(0))
+    init = (
+        rng_key,
+        position,
+        velocity,
+        kernel_state,
+        jnp.zeros((), position.dtype),
+        zeros,
+        zeros,
+        jnp.asarray(0),
+    )
     _, x, v, state, elapsed, first, second, iterations = lax.while_loop(cond, body, init)
     safe = jnp.where(elapsed > 0, elapsed, 1.0)
     return IntervalResult(

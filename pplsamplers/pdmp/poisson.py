@@ -65,8 +65,9 @@ def linear_rate_arrival(rate0: Array, slope: Array, exp_draw: Array) -> Array:
     disc = h0**2 + 2 * a * E
     root = jnp.sqrt(jnp.maximum(disc, 0.0))
     denom = h0 + root
-    from_positive = jnp.where((disc >= 0) & (denom > 0), 2 * E / jnp.where(denom > 0, denom, 1.0),
-                              jnp.inf)
+    from_positive = jnp.where(
+        (disc >= 0) & (denom > 0), 2 * E / jnp.where(denom > 0, denom, 1.0), jnp.inf
+    )
     safe_a = jnp.where(a > 0, a, 1.0)
     from_negative = jnp.where(a > 0, -h0 / safe_a + jnp.sqrt(2 * E / safe_a), jnp.inf)
     return jnp.where(h0 >= 0, from_positive, from_negative)

@@ -18,10 +18,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-import jax
 import jax.numpy as jnp
 import numpy as np
-import numpyro
 from numpyro import handlers
 from numpyro.distributions import constraints
 from numpyro.distributions.transforms import biject_to
@@ -228,8 +226,11 @@ def make_unconstrain(
     Supports are read from one trace, so a support that depends on another latent value is
     taken at the initial trace's value.
     """
-    trace = _trace(_fixed_plate_model(model, info, jnp.arange(min(info.data_size, 1))),
-                   model_args, model_kwargs)
+    trace = _trace(
+        _fixed_plate_model(model, info, jnp.arange(min(info.data_size, 1))),
+        model_args,
+        model_kwargs,
+    )
     transforms = {name: biject_to(trace[name]["fn"].support) for name in info.latent_names}
     return lambda values: {name: t.inv(values[name]) for name, t in transforms.items()}
 

@@ -165,7 +165,10 @@ def check_position(
 
 
 def model_info(
-    model: Callable, model_args: tuple = (), model_kwargs: dict | None = None, data_plate: str | None = None
+    model: Callable,
+    model_args: tuple = (),
+    model_kwargs: dict | None = None,
+    data_plate: str | None = None,
 ) -> _numpyro.SiteInfo:
     """Static facts about a model: latent sites, data plate, N (see :class:`SiteInfo`)."""
     return _numpyro.inspect_model(model, model_args, dict(model_kwargs or {}), data_plate)
@@ -207,4 +210,9 @@ def make_postprocess(
 __all__ = [
     "all_data_model",
     "check_position",
-    "discrete_latent_sites", "full_data_model", "make_postprocess", "make_potential", "model_info"]
+    "discrete_latent_sites",
+    "full_data_model",
+    "make_postprocess",
+    "make_potential",
+    "model_info",
+]

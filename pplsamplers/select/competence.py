@@ -53,8 +53,18 @@ orders of magnitude (the SBPS and Boomerang benchmarks).  SGBD keeps plain minib
 step rule and noise correction are calibrated for them), and so does pSGLD (its RMSprop metric
 would blow up on the small control-variate gradients near the anchor)."""
 
-PREFERENCE = ("nuts", "boomerang", "hamcmc", "psbps", "sbps", "sgbd", "sigmabps", "bps", "psgld",
-              "sgld")
+PREFERENCE = (
+    "nuts",
+    "boomerang",
+    "hamcmc",
+    "psbps",
+    "sbps",
+    "sgbd",
+    "sigmabps",
+    "bps",
+    "psgld",
+    "sgld",
+)
 """Tie-break order, most specialised first."""
 
 
@@ -96,16 +106,24 @@ def tuned_params(name: str, features: ModelFeatures) -> dict:
     f = features
     if f.curvature_diagonal is None or not math.isfinite(f.max_curvature):
         return {}
-    extra = ({"control_variate": True} if name in CONTROL_VARIATE_KERNELS
-             and f.quadratic_misfit < NON_GAUSSIAN_MISFIT and f.mode_count <= 1
-             and not f.cost_ratio >= 1 else {})
+    extra = (
+        {"control_variate": True}
+        if name in CONTROL_VARIATE_KERNELS
+        and f.quadratic_misfit < NON_GAUSSIAN_MISFIT
+        and f.mode_count <= 1
+        and not f.cost_ratio >= 1
+        else {}
+    )
     return {**extra, **_scaled(name, f, control_variate=bool(extra))}
 
 
 def _scaled(name: str, f: ModelFeatures, control_variate: bool) -> dict:
     diag = np.asarray(f.curvature_diagonal, dtype=float)
-    noise_sd = (np.zeros_like(diag) if f.gradient_noise_sd is None or control_variate
-                else np.asarray(f.gradient_noise_sd, dtype=float))  # CV: ~no noise near x*
+    noise_sd = (
+        np.zeros_like(diag)
+        if f.gradient_noise_sd is None or control_variate
+        else np.asarray(f.gradient_noise_sd, dtype=float)
+    )  # CV: ~no noise near x*
     if name in ("sgld", "psgld"):
         limit = 1.0 / max(f.max_curvature, 1e-300)
         if noise_sd.max() > 0:
@@ -116,8 +134,11 @@ def _scaled(name: str, f: ModelFeatures, control_variate: bool) -> dict:
         return {"step_size": step} if step > 0 else {}
     if name == "sgbd":
         sigma = SGBD_STEP_FRACTION / np.sqrt(diag)
-        sigma = np.where(noise_sd > 0, np.minimum(sigma, BARKER_NOISE_LIMIT
-                                                 / np.maximum(noise_sd, 1e-300)), sigma)
+        sigma = np.where(
+            noise_sd > 0,
+            np.minimum(sigma, BARKER_NOISE_LIMIT / np.maximum(noise_sd, 1e-300)),
+            sigma,
+        )
         return {"step_size": sigma}
     if name == "hamcmc":
         return {"step_size": HAMCMC_STEP, "initial_scale": 1.0 / max(f.max_curvature, 1e-300)}
@@ -176,49 +197,75 @@ def rank_candidates(
         for name in names:
             if name != "nuts":
                 rule(name, INCOMPATIBLE, f"cannot move the discrete site(s) {sites}")
-        rule("nuts", IDEAL, f"discrete site(s) {sites}: NumPyro's DiscreteHMCGibbs around NUTS "
-             "updates them exactly", discrete=True)
+        rule(
+            "nuts",
+            IDEAL,
+            f"discrete site(s) {sites}: NumPyro's DiscreteHMCGibbs around NUTS "
+            "updates them exactly",
+            discrete=True,
+        )
         return _sorted(scores, params, reasons, f)
 
     if not f.has_data_plate or f.num_data <= SMALL_N:
-        why = ("the model has no data plate to subsample" if not f.has_data_plate
-               else f"N = {f.num_data} ≤ {SMALL_N}: a full-data gradient is cheap")
+        why = (
+            "the model has no data plate to subsample"
+            if not f.has_data_plate
+            else f"N = {f.num_data} ≤ {SMALL_N}: a full-data gradient is cheap"
+        )
         rule("nuts", IDEAL, f"{why}; NUTS is exact and needs no tuning")
         for name in names:
             if name != "nuts":
                 rule(name, COMPATIBLE, f"{why}; subsampling adds bias for little saving")
         return _sorted(scores, params, reasons, f)
 
-    rule("nuts", LAST_RESORT, f"exact, but every gradient touches all N = {f.num_data} data "
-         "(last or nearly last per epoch on every large-N model of the selection suite)")
+    rule(
+        "nuts",
+        LAST_RESORT,
+        f"exact, but every gradient touches all N = {f.num_data} data "
+        "(last or nearly last per epoch on every large-N model of the selection suite)",
+    )
     multimodal = f.mode_count > 1
-    near_gaussian = (f.quadratic_misfit < NEAR_GAUSSIAN_MISFIT and f.skewness < SKEWED
-                     and not multimodal)
+    near_gaussian = (
+        f.quadratic_misfit < NEAR_GAUSSIAN_MISFIT and f.skewness < SKEWED and not multimodal
+    )
     if multimodal:
-        why = (f"{f.mode_count} separated modes found by the MAP fits from random starts: one "
-               "Laplace reference or control-variate anchor covers only one of them")
+        why = (
+            f"{f.mode_count} separated modes found by the MAP fits from random starts: one "
+            "Laplace reference or control-variate anchor covers only one of them"
+        )
         rule("boomerang", COMPATIBLE, why)
-        rule("sbps", PREFERRED + 0.5, f"{why}; SBPS needs neither, and its bias is controlled "
-             "by k")
+        rule("sbps", PREFERRED + 0.5, f"{why}; SBPS needs neither, and its bias is controlled by k")
         rule("psbps", PREFERRED, f"{why}: preconditioned SBPS needs neither")
         rule("sgbd", PREFERRED, f"{why}: Barker moves need neither")
     elif near_gaussian:
-        rule("boomerang", IDEAL,
-             f"the posterior is close to its Laplace approximation (quadratic misfit "
-             f"{_fmt(f.quadratic_misfit)} < {NEAR_GAUSSIAN_MISFIT}): the Gaussian reference "
-             "absorbs most of U and control variates make minibatch rates nearly exact",
-             control_variate=True)
+        rule(
+            "boomerang",
+            IDEAL,
+            f"the posterior is close to its Laplace approximation (quadratic misfit "
+            f"{_fmt(f.quadratic_misfit)} < {NEAR_GAUSSIAN_MISFIT}): the Gaussian reference "
+            "absorbs most of U and control variates make minibatch rates nearly exact",
+            control_variate=True,
+        )
     else:
-        rule("boomerang", COMPATIBLE,
-             f"non-Gaussian posterior (misfit {_fmt(f.quadratic_misfit)}): the Laplace "
-             "reference is poor")
+        rule(
+            "boomerang",
+            COMPATIBLE,
+            f"non-Gaussian posterior (misfit {_fmt(f.quadratic_misfit)}): the Laplace "
+            "reference is poor",
+        )
     non_gaussian = f.quadratic_misfit > NON_GAUSSIAN_MISFIT
     if f.correlation_condition > STRONG_CORRELATION:
-        why = (f"strong correlations (condition number {_fmt(f.correlation_condition)} after "
-               "diagonal scaling)")
+        why = (
+            f"strong correlations (condition number {_fmt(f.correlation_condition)} after "
+            "diagonal scaling)"
+        )
         if non_gaussian:  # suite: HAMCMC's pairs diverged on the hyperboloid
-            rule("hamcmc", COMPATIBLE, f"{why}, but the curvature changes across a non-Gaussian "
-                 "posterior and L-BFGS pairs from one region mislead in another")
+            rule(
+                "hamcmc",
+                COMPATIBLE,
+                f"{why}, but the curvature changes across a non-Gaussian "
+                "posterior and L-BFGS pairs from one region mislead in another",
+            )
         else:
             rule("hamcmc", PREFERRED + 0.5, f"{why}: L-BFGS captures the dense curvature")
         rule("psbps", PREFERRED, f"{why}: preconditioned SBPS tolerates them without tuning")
@@ -229,22 +276,36 @@ def rank_candidates(
         rule("sigmabps", PREFERRED, f"{why}: σBPS rescales them")
     skewed = f.skewness > SKEWED or f.tail_growth < HEAVY_TAILS
     if skewed:
-        rule("sgbd", PREFERRED + 0.5,
-             f"skewed or heavy-tailed posterior (skewness {_fmt(f.skewness)}, tail growth "
-             f"{_fmt(f.tail_growth)}): Barker moves stay accurate where Langevin is biased",
-             variant="corrected")
+        rule(
+            "sgbd",
+            PREFERRED + 0.5,
+            f"skewed or heavy-tailed posterior (skewness {_fmt(f.skewness)}, tail growth "
+            f"{_fmt(f.tail_growth)}): Barker moves stay accurate where Langevin is biased",
+            variant="corrected",
+        )
     if f.gradient_kurtosis > WILD_GRADIENTS:
         why = f"wild per-example gradients (kurtosis {_fmt(f.gradient_kurtosis)})"
-        rule("sgbd", PREFERRED + 0.5, f"{why}: SGBD's bounded moves do not blow up",
-             variant="corrected")
-        rule("psbps", PREFERRED, f"{why}: pSBPS's thinning bound absorbs them (best per epoch "
-             "on the suite's heavy-tailed logistic regression)")
+        rule(
+            "sgbd",
+            PREFERRED + 0.5,
+            f"{why}: SGBD's bounded moves do not blow up",
+            variant="corrected",
+        )
+        rule(
+            "psbps",
+            PREFERRED,
+            f"{why}: pSBPS's thinning bound absorbs them (best per epoch "
+            "on the suite's heavy-tailed logistic regression)",
+        )
     if non_gaussian:
         # second to SGBD when skewed, so that the pilot measures both (SBPS was best per epoch
         # on the suite's skew-normal toy)
-        rule("sbps", PREFERRED if skewed else PREFERRED + 0.5,
-             f"non-Gaussian posterior (misfit {_fmt(f.quadratic_misfit)}): SBPS needs no "
-             "reference and its bias is controlled by k")
+        rule(
+            "sbps",
+            PREFERRED if skewed else PREFERRED + 0.5,
+            f"non-Gaussian posterior (misfit {_fmt(f.quadratic_misfit)}): SBPS needs no "
+            "reference and its bias is controlled by k",
+        )
         rule("psbps", PREFERRED, "non-Gaussian posterior: preconditioned SBPS")
     rule("sgld", COMPATIBLE, "baseline: cheap, but biased at any fixed step")
     if not math.isfinite(f.quadratic_misfit):
@@ -256,8 +317,12 @@ def _sorted(scores: dict, params: dict, reasons: dict, features: ModelFeatures) 
     order = {name: i for i, name in enumerate(PREFERENCE)}
     ranked = sorted(scores, key=lambda name: (-scores[name], order[name]))
     return [
-        Candidate(name, scores[name], {**tuned_params(name, features), **params[name]},
-                  tuple(reasons[name]) or ("compatible; no rule favours it for these features",))
+        Candidate(
+            name,
+            scores[name],
+            {**tuned_params(name, features), **params[name]},
+            tuple(reasons[name]) or ("compatible; no rule favours it for these features",),
+        )
         for name in ranked
         if scores[name] > INCOMPATIBLE
     ]

@@ -60,8 +60,10 @@ class Decision(NamedTuple):
 
     def explain(self, print_it: bool = True) -> str:
         """The decision as a readable table (printed unless ``print_it=False``)."""
-        lines = [f"AutoSampler ({self.strategy}) chose: {self.kernel}"
-                 + (f"  ({format_params(self.params)})" if self.params else "")]
+        lines = [
+            f"AutoSampler ({self.strategy}) chose: {self.kernel}"
+            + (f"  ({format_params(self.params)})" if self.params else "")
+        ]
         lines += [f"  because {reason}" for reason in self.reasons]
         lines.append("")
         score_name = "ESS/epoch" if self.strategy == "pilot" else "score"
@@ -74,9 +76,11 @@ class Decision(NamedTuple):
                 if "error" in measured:
                     note = f"FAILED ({measured['error'][:60]}); {note}"
                 else:
-                    note = (f"KSD² {measured['ksd_squared']:.2g} ± {measured['ksd_se']:.1g}"
-                            + (" REJECTED by bias guard"
-                            if measured["rejected"] else "") + f"; {note}")
+                    note = (
+                        f"KSD² {measured['ksd_squared']:.2g} ± {measured['ksd_se']:.1g}"
+                        + (" REJECTED by bias guard" if measured["rejected"] else "")
+                        + f"; {note}"
+                    )
             lines.append(f"  {candidate.name:<12} {score:>10.3g}  {note}")
         lines.append("")
         lines.append("features:")
@@ -92,8 +96,12 @@ class Decision(NamedTuple):
             "pplsamplers_auto_kernel": self.kernel,
             "pplsamplers_auto_strategy": self.strategy,
             "pplsamplers_auto_params": json.dumps(
-                {k: np.asarray(v).tolist() if hasattr(v, "shape") else v
-                 for k, v in self.params.items()}, default=str),
+                {
+                    k: np.asarray(v).tolist() if hasattr(v, "shape") else v
+                    for k, v in self.params.items()
+                },
+                default=str,
+            ),
             "pplsamplers_auto_reasons": " | ".join(self.reasons),
             "pplsamplers_auto_scores": json.dumps(self.scores, default=float),
             "pplsamplers_auto_features": json.dumps(self.features.as_dict(), default=str),

@@ -168,9 +168,14 @@ def probe_features(
     return out
 
 
-def count_modes(rng_key: PRNGKey, potential: SubsampledPotential, x_map: Array,
-                curvature_diagonal: Array, num_starts: int = MODE_STARTS,
-                map_steps: int = 300) -> int:
+def count_modes(
+    rng_key: PRNGKey,
+    potential: SubsampledPotential,
+    x_map: Array,
+    curvature_diagonal: Array,
+    num_starts: int = MODE_STARTS,
+    map_steps: int = 300,
+) -> int:
     """``ModelFeatures.mode_count``: the MAP plus the distinct separated optima reached by
     ``num_starts`` MAP fits from the model's random initial points (one vmapped fit).
 
@@ -188,8 +193,9 @@ def count_modes(rng_key: PRNGKey, potential: SubsampledPotential, x_map: Array,
 
     @jax.jit
     def separated(keys: Array, starts: Array) -> tuple[Array, Array]:
-        optima = jax.vmap(lambda k, x0: find_map(k, potential, x0, num_steps=map_steps)
-                          .position)(keys, starts)
+        optima = jax.vmap(lambda k, x0: find_map(k, potential, x0, num_steps=map_steps).position)(
+            keys, starts
+        )
         value = lambda x: potential.full_value_and_grad(x)[0]
         u_map = value(x_map)
         fractions = jnp.linspace(0.0, 1.0, 9)[1:-1]
@@ -294,17 +300,35 @@ def model_features(
     key = jax.random.PRNGKey(0) if rng_key is None else rng_key
     discrete = tuple(discrete_latent_sites(model, model_args, model_kwargs))
     nan = float("nan")
-    probes = dict(curvature_spread=nan, correlation_condition=nan, gradient_noise_ratio=nan,
-                  quadratic_misfit=nan, skewness=nan, tail_growth=nan, gradient_kurtosis=nan,
-                  max_curvature=nan, mode_count=1, map_position=None, curvature_diagonal=None,
-                  gradient_noise_sd=None)
+    probes = dict(
+        curvature_spread=nan,
+        correlation_condition=nan,
+        gradient_noise_ratio=nan,
+        quadratic_misfit=nan,
+        skewness=nan,
+        tail_growth=nan,
+        gradient_kurtosis=nan,
+        max_curvature=nan,
+        mode_count=1,
+        map_position=None,
+        curvature_diagonal=None,
+        gradient_noise_sd=None,
+    )
     if discrete:
-        return ModelFeatures(num_data=0, subsample_size=0, dim=0, has_data_plate=False,
-                             discrete_sites=discrete, constrained_sites=(), cost_ratio=1.0,
-                             **probes)
+        return ModelFeatures(
+            num_data=0,
+            subsample_size=0,
+            dim=0,
+            has_data_plate=False,
+            discrete_sites=discrete,
+            constrained_sites=(),
+            cost_ratio=1.0,
+            **probes,
+        )
     info = model_info(model, model_args, model_kwargs, data_plate)
-    potential = make_potential(model, model_args, model_kwargs, subsample_size,
-                               data_plate=data_plate)
+    potential = make_potential(
+        model, model_args, model_kwargs, subsample_size, data_plate=data_plate
+    )
     if probe:
         probes = probe_features(key, potential)
     return ModelFeatures(
@@ -343,5 +367,11 @@ def features_table(features: ModelFeatures) -> str:
     return "\n".join(rows)
 
 
-__all__ = ["ModelFeatures", "count_modes", "features_table", "laplace_starts", "model_features",
-           "probe_features"]
+__all__ = [
+    "ModelFeatures",
+    "count_modes",
+    "features_table",
+    "laplace_starts",
+    "model_features",
+    "probe_features",
+]

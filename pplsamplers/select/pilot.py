@@ -43,8 +43,13 @@ def effective_se(statistic: Any, num_points: int, ess: float) -> float:
     return float(statistic.standard_error) * float(np.sqrt(num_points / effective))
 
 
-def guard_statistics(flat_draws: jax.Array, score_fn: Callable[[jax.Array], jax.Array],
-                     lengthscale: float, ess: float, num_points: int) -> tuple[float, float]:
+def guard_statistics(
+    flat_draws: jax.Array,
+    score_fn: Callable[[jax.Array], jax.Array],
+    lengthscale: float,
+    ess: float,
+    num_points: int,
+) -> tuple[float, float]:
     """(KSD², effective standard error) of ``num_points`` evenly thinned draws, the inputs of
     :func:`bias_guard`; ``score_fn`` maps ``(m, D)`` draws to their full-data scores."""
     count = min(num_points, flat_draws.shape[0])
@@ -56,8 +61,12 @@ def guard_statistics(flat_draws: jax.Array, score_fn: Callable[[jax.Array], jax.
     return float(statistic.ksd_squared), effective_se(statistic, count, ess)
 
 
-def bias_guard(statistics: dict[str, tuple[float, float]], guard_factor: float = 2.0,
-               num_se: float = 3.0, hopeless_factor: float = 100.0) -> dict[str, bool]:
+def bias_guard(
+    statistics: dict[str, tuple[float, float]],
+    guard_factor: float = 2.0,
+    num_se: float = 3.0,
+    hopeless_factor: float = 100.0,
+) -> dict[str, bool]:
     """Which candidates the KSD guard rejects, from ``{name: (KSD², standard error)}``.
 
     A candidate is rejected when its KSD² (U-statistic, common kernel) exceeds
@@ -76,9 +85,11 @@ def bias_guard(statistics: dict[str, tuple[float, float]], guard_factor: float =
     floor = guard_factor**2 * max(best_value, 0.0)
     ceiling = hopeless_factor * max(best_value + num_se * best_se, 0.0)
     return {
-        name: bool(not np.isfinite(value)
-                   or value - floor > num_se * float(np.hypot(se, best_se))
-                   or (ceiling > 0 and value > ceiling))
+        name: bool(
+            not np.isfinite(value)
+            or value - floor > num_se * float(np.hypot(se, best_se))
+            or (ceiling > 0 and value > ceiling)
+        )
         for name, (value, se) in statistics.items()
     }
 
@@ -92,15 +103,29 @@ def _epochs_per_draw(mcmc: MCMC, num_data: int) -> float:
     return float(evals.mean()) / num_data
 
 
-def _run(kernel: Any, num_warmup: int, num_samples: int, num_chains: int, key: jax.Array,
-         model_args: tuple, model_kwargs: dict, starts: jax.Array | None = None) -> MCMC:
+def _run(
+    kernel: Any,
+    num_warmup: int,
+    num_samples: int,
+    num_chains: int,
+    key: jax.Array,
+    model_args: tuple,
+    model_kwargs: dict,
+    starts: jax.Array | None = None,
+) -> MCMC:
     minibatch = hasattr(kernel, "potential")
     extra = ("num_steps",) if not minibatch else ()
     init_params = None
     if starts is not None and minibatch:  # NUTS adapts from its own start
         init_params = starts[0] if num_chains == 1 else starts[:num_chains]
-    mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
-                chain_method="vectorized", progress_bar=False)
+    mcmc = MCMC(
+        kernel,
+        num_warmup=num_warmup,
+        num_samples=num_samples,
+        num_chains=num_chains,
+        chain_method="vectorized",
+        progress_bar=False,
+    )
     mcmc.run(key, *model_args, extra_fields=extra, init_params=init_params, **model_kwargs)
     return mcmc
 
@@ -130,8 +155,16 @@ def evaluate_candidate(
     start the minibatch kernels' chains.
     """
     calibrate_key, run_key = jax.random.split(rng_key)
-    probe = _run(make(), calibration_draws, calibration_draws, 1, calibrate_key, model_args,
-                 model_kwargs, starts)
+    probe = _run(
+        make(),
+        calibration_draws,
+        calibration_draws,
+        1,
+        calibrate_key,
+        model_args,
+        model_kwargs,
+        starts,
+    )
     per_draw = max(_epochs_per_draw(probe, num_data), 1e-12)
     draws = int(np.clip(budget_epochs / (per_draw * num_chains), min_draws, max_draws))
     warmup = max(draws // 2, min_warmup)
@@ -143,8 +176,14 @@ def evaluate_candidate(
     idata = az.from_numpyro(mcmc)
     ess = min_ess(idata)
     epochs = per_draw * draws * num_chains
-    return dict(samples=mcmc.get_samples(), draws=draws, epochs=epochs, ess=ess,
-                ess_per_epoch=ess / epochs, seconds=seconds)
+    return dict(
+        samples=mcmc.get_samples(),
+        draws=draws,
+        epochs=epochs,
+        ess=ess,
+        ess_per_epoch=ess / epochs,
+        seconds=seconds,
+    )
 
 
 def run_pilot(
@@ -172,11 +211,17 @@ def run_pilot(
 
     shared, overrides = dict(shared or {}), dict(overrides or {})
     if top < 1 or budget_epochs <= 0 or guard_factor < 1 or ksd_points < 10:
-        raise ValueError("pilot needs top >= 1, budget_epochs > 0, guard_factor >= 1 and "
-                         "ksd_points >= 10.")
+        raise ValueError(
+            "pilot needs top >= 1, budget_epochs > 0, guard_factor >= 1 and ksd_points >= 10."
+        )
     contenders = list(ranking[:top])
-    potential = make_potential(model, model_args, model_kwargs,
-                               shared.get("subsample_size"), data_plate=overrides.get("data_plate"))
+    potential = make_potential(
+        model,
+        model_args,
+        model_kwargs,
+        shared.get("subsample_size"),
+        data_plate=overrides.get("data_plate"),
+    )
     to_flat = jax.jit(jax.vmap(potential.unconstrain))
     score_fn = jax.jit(jax.vmap(lambda x: -potential.full_value_and_grad(x)[1]))
     lengthscale = common_lengthscale(features)
@@ -190,26 +235,41 @@ def run_pilot(
         try:
             outcome = evaluate_candidate(
                 lambda params=params, name=candidate.name: make_kernel(name, model, **params),
-                model_args, model_kwargs, features.num_data, budget_epochs=budget_epochs,
-                num_chains=num_chains, rng_key=key, starts=starts,
+                model_args,
+                model_kwargs,
+                features.num_data,
+                budget_epochs=budget_epochs,
+                num_chains=num_chains,
+                rng_key=key,
+                starts=starts,
             )
         except (ValueError, FloatingPointError, np.linalg.LinAlgError) as error:
             # a candidate that cannot run on this model loses, and the explanation says why
-            outcome = dict(draws=0, epochs=0.0, ess=0.0, ess_per_epoch=0.0, seconds=0.0,
-                           ksd=float("inf"), ksd_squared=float("inf"), ksd_se=0.0,
-                           error=f"{type(error).__name__}: {error}")
+            outcome = dict(
+                draws=0,
+                epochs=0.0,
+                ess=0.0,
+                ess_per_epoch=0.0,
+                seconds=0.0,
+                ksd=float("inf"),
+                ksd_squared=float("inf"),
+                ksd_se=0.0,
+                error=f"{type(error).__name__}: {error}",
+            )
         else:
             outcome["ksd_squared"], outcome["ksd_se"] = guard_statistics(
-                to_flat(outcome.pop("samples")), score_fn, lengthscale, outcome["ess"],
-                ksd_points)
+                to_flat(outcome.pop("samples")), score_fn, lengthscale, outcome["ess"], ksd_points
+            )
             outcome["ksd"] = float(np.sqrt(max(outcome["ksd_squared"], 0.0)))
         outcome["params"] = params
         results[candidate.name] = outcome
     if all("error" in r for r in results.values()):
-        raise ValueError("no pilot candidate ran: " + "; ".join(
-            f"{n}: {r['error']}" for n, r in results.items()))
-    rejected = bias_guard({n: (r["ksd_squared"], r["ksd_se"]) for n, r in results.items()},
-                          guard_factor)
+        raise ValueError(
+            "no pilot candidate ran: " + "; ".join(f"{n}: {r['error']}" for n, r in results.items())
+        )
+    rejected = bias_guard(
+        {n: (r["ksd_squared"], r["ksd_se"]) for n, r in results.items()}, guard_factor
+    )
     for name, r in results.items():
         r["rejected"] = rejected[name]
     admissible = {n: r for n, r in results.items() if not r["rejected"]}
@@ -236,5 +296,11 @@ def run_pilot(
     )
 
 
-__all__ = ["bias_guard", "common_lengthscale", "effective_se", "evaluate_candidate",
-           "guard_statistics", "run_pilot"]
+__all__ = [
+    "bias_guard",
+    "common_lengthscale",
+    "effective_se",
+    "evaluate_candidate",
+    "guard_statistics",
+    "run_pilot",
+]

@@ -68,8 +68,12 @@ def test_contract(name, data):
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))
 def test_post_warmup_state_continues(name, data):
-    mcmc = MCMC(REGISTRY[name](logistic_regression.model), num_warmup=NUM_WARMUP,
-                num_samples=NUM_SAMPLES, progress_bar=False)
+    mcmc = MCMC(
+        REGISTRY[name](logistic_regression.model),
+        num_warmup=NUM_WARMUP,
+        num_samples=NUM_SAMPLES,
+        progress_bar=False,
+    )
     mcmc.warmup(jax.random.key(3), *data)
     mcmc.run(mcmc.post_warmup_state.rng_key, *data)
     first = mcmc.get_samples()["w"]

@@ -24,9 +24,14 @@ EIGVALS, EIGVECS = np.linalg.eigh(np.linalg.inv(COV))
 
 
 def _run(step_size, key, num_samples=20000):
-    mcmc = MCMC(SGLD(linear_gaussian.model, step_size=step_size), num_warmup=500,
-                num_samples=num_samples, num_chains=4, chain_method="vectorized",
-                progress_bar=False)
+    mcmc = MCMC(
+        SGLD(linear_gaussian.model, step_size=step_size),
+        num_warmup=500,
+        num_samples=num_samples,
+        num_chains=4,
+        chain_method="vectorized",
+        progress_bar=False,
+    )
     mcmc.run(jax.random.key(key), *ARGS, **KWARGS)
     return mcmc
 

@@ -12,8 +12,9 @@ from pplsamplers.infer.auto import default_subsample_size
 
 def test_small_n_chooses_nuts_and_explains(capsys):
     args, kwargs = linear_gaussian.load_data(N=300, D=2)
-    mcmc = MCMC(AutoSampler(linear_gaussian.model), num_warmup=100, num_samples=100,
-                progress_bar=False)
+    mcmc = MCMC(
+        AutoSampler(linear_gaussian.model), num_warmup=100, num_samples=100, progress_bar=False
+    )
     with pytest.warns(UserWarning, match="decide"):  # decided inside run: draws only
         mcmc.run(jax.random.key(0), *args, **kwargs)
     decision = mcmc.sampler.decision
@@ -31,9 +32,12 @@ def test_small_n_chooses_nuts_and_explains(capsys):
 
 def test_pilot_runs_candidates_and_respects_the_guard():
     (X, y), _ = logistic_regression.load_data(N=6000, d=3, seed=2)
-    sampler = AutoSampler(logistic_regression.model, strategy="pilot",
-                          candidates=["sgld", "psgld"],
-                          pilot_options=dict(budget_epochs=5.0, ksd_points=50))
+    sampler = AutoSampler(
+        logistic_regression.model,
+        strategy="pilot",
+        candidates=["sgld", "psgld"],
+        pilot_options=dict(budget_epochs=5.0, ksd_points=50),
+    )
     decision = sampler.decide((X, y), {})  # before MCMC.run: its diagnostics get recorded
     mcmc = MCMC(sampler, num_warmup=50, num_samples=50, progress_bar=False)
     mcmc.run(jax.random.key(1), X, y)
@@ -67,13 +71,20 @@ def test_pilot_candidate_that_fails_loses_and_is_explained(monkeypatch):
         return real(name, model, **options)
 
     monkeypatch.setattr(samplers, "make_kernel", flaky)
-    sampler = AutoSampler(logistic_regression.model, strategy="pilot",
-                          candidates=["sgld", "psgld"],
-                          pilot_options=dict(budget_epochs=3.0, ksd_points=30))
+    sampler = AutoSampler(
+        logistic_regression.model,
+        strategy="pilot",
+        candidates=["sgld", "psgld"],
+        pilot_options=dict(budget_epochs=3.0, ksd_points=30),
+    )
     decision = sampler.decide((X, y), {})
     assert decision.kernel == "sgld"
     failed = decision.pilot["psgld"]
-    assert failed["rejected"] and failed["ess_per_epoch"] == 0 and "positive definite" in failed["error"]
+    assert (
+        failed["rejected"]
+        and failed["ess_per_epoch"] == 0
+        and "positive definite" in failed["error"]
+    )
     assert "FAILED (ValueError" in decision.explain(print_it=False)
 
 
@@ -87,8 +98,14 @@ def test_decided_sampler_works_with_every_chain_method_and_is_deterministic():
     for method in ("sequential", "vectorized", "parallel"):
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*There are not enough devices.*")
-            mcmc = MCMC(sampler, num_warmup=30, num_samples=40, num_chains=2,
-                        chain_method=method, progress_bar=False)
+            mcmc = MCMC(
+                sampler,
+                num_warmup=30,
+                num_samples=40,
+                num_chains=2,
+                chain_method=method,
+                progress_bar=False,
+            )
             mcmc.run(jax.random.key(4), X, y)
         draws[method] = np.asarray(mcmc.get_samples(group_by_chain=True)["w"])
         assert draws[method].shape == (2, 40, 3) and np.all(np.isfinite(draws[method]))

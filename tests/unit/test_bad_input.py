@@ -113,8 +113,12 @@ def test_non_finite_steps_are_reverted_and_counted():
     # a huge step makes SGLD on a Gaussian likelihood blow up geometrically until it
     # overflows; the chain must stay finite, flag the reverted steps and count them
     args, kwargs = linear_gaussian.load_data(N=50, D=2)
-    mcmc = MCMC(SGLD(linear_gaussian.model, step_size=1e6, subsample_size=10),
-                num_warmup=0, num_samples=200, progress_bar=False)
+    mcmc = MCMC(
+        SGLD(linear_gaussian.model, step_size=1e6, subsample_size=10),
+        num_warmup=0,
+        num_samples=200,
+        progress_bar=False,
+    )
     mcmc.run(jax.random.key(0), *args, **kwargs)
     samples = mcmc.get_samples()["theta"]
     assert np.all(np.isfinite(samples))

@@ -13,8 +13,24 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_demo_small_defaults_to_auto_and_explains(tmp_path, capsys):
-    code = main(["demo", "--N", "2000", "--d", "3", "--num-samples", "100", "--num-warmup", "100",
-                 "--num-chains", "2", "--out", str(tmp_path), "--no-progress"])
+    code = main(
+        [
+            "demo",
+            "--N",
+            "2000",
+            "--d",
+            "3",
+            "--num-samples",
+            "100",
+            "--num-warmup",
+            "100",
+            "--num-chains",
+            "2",
+            "--out",
+            str(tmp_path),
+            "--no-progress",
+        ]
+    )
     assert code == 0
     out = capsys.readouterr().out
     assert "AutoSampler (rules) chose: nuts" in out and "N = 2000" in out  # the explanation
@@ -28,9 +44,26 @@ def test_demo_small_defaults_to_auto_and_explains(tmp_path, capsys):
 
 
 def test_demo_with_sgld_control_variate(tmp_path, capsys):
-    code = main(["demo", "--sampler", "sgld", "--N", "2000", "--d", "3", "--num-samples", "100",
-                 "--num-warmup", "100", "--num-chains", "2", "--out", str(tmp_path),
-                 "--no-progress"])
+    code = main(
+        [
+            "demo",
+            "--sampler",
+            "sgld",
+            "--N",
+            "2000",
+            "--d",
+            "3",
+            "--num-samples",
+            "100",
+            "--num-warmup",
+            "100",
+            "--num-chains",
+            "2",
+            "--out",
+            str(tmp_path),
+            "--no-progress",
+        ]
+    )
     assert code == 0
     out = capsys.readouterr().out
     assert "ess_bulk" in out and "r_hat" in out and "ESS/epoch" in out
@@ -41,10 +74,28 @@ def test_demo_with_sgld_control_variate(tmp_path, capsys):
 
 
 def test_fit_model_file_with_data_options(tmp_path, capsys):
-    code = main(["fit", str(ROOT / "models" / "linear_gaussian.py"), "--sampler", "psgld",
-                 "--num-samples", "50", "--num-warmup", "50", "--num-chains", "1",
-                 "--subsample-size", "10", "--data", "N=100", "D=2", "--out", str(tmp_path),
-                 "--no-progress"])
+    code = main(
+        [
+            "fit",
+            str(ROOT / "models" / "linear_gaussian.py"),
+            "--sampler",
+            "psgld",
+            "--num-samples",
+            "50",
+            "--num-warmup",
+            "50",
+            "--num-chains",
+            "1",
+            "--subsample-size",
+            "10",
+            "--data",
+            "N=100",
+            "D=2",
+            "--out",
+            str(tmp_path),
+            "--no-progress",
+        ]
+    )
     assert code == 0
     assert "theta[0]" in capsys.readouterr().out
     assert (tmp_path / "linear_gaussian.nc").exists()
@@ -52,9 +103,26 @@ def test_fit_model_file_with_data_options(tmp_path, capsys):
 
 
 def test_fit_with_nuts_uses_full_data(tmp_path, capsys):
-    code = main(["fit", str(ROOT / "models" / "logistic_regression.py"), "--sampler", "nuts",
-                 "--num-samples", "50", "--num-warmup", "50", "--num-chains", "1",
-                 "--data", "N=200", "d=2", "--out", str(tmp_path), "--no-progress"])
+    code = main(
+        [
+            "fit",
+            str(ROOT / "models" / "logistic_regression.py"),
+            "--sampler",
+            "nuts",
+            "--num-samples",
+            "50",
+            "--num-warmup",
+            "50",
+            "--num-chains",
+            "1",
+            "--data",
+            "N=200",
+            "d=2",
+            "--out",
+            str(tmp_path),
+            "--no-progress",
+        ]
+    )
     assert code == 0
     assert "w[1]" in capsys.readouterr().out
 
@@ -63,11 +131,29 @@ def test_fit_with_nuts_uses_full_data(tmp_path, capsys):
     "argv, message",
     [
         (["fit", "no/such/file.py"], "does not exist"),
-        (["fit", str(ROOT / "models" / "linear_gaussian.py"), "--subsample-size", "0",
-          "--data", "N=20"], "subsample_size"),
+        (
+            [
+                "fit",
+                str(ROOT / "models" / "linear_gaussian.py"),
+                "--subsample-size",
+                "0",
+                "--data",
+                "N=20",
+            ],
+            "subsample_size",
+        ),
         (["fit", str(ROOT / "models" / "linear_gaussian.py"), "--data", "N"], "KEY=VALUE"),
-        (["fit", str(ROOT / "models" / "linear_gaussian.py"), "--step-size", "-1",
-          "--data", "N=20"], "step_size"),
+        (
+            [
+                "fit",
+                str(ROOT / "models" / "linear_gaussian.py"),
+                "--step-size",
+                "-1",
+                "--data",
+                "N=20",
+            ],
+            "step_size",
+        ),
         (["demo", "--num-samples", "0"], "--num-samples"),
     ],
 )
@@ -79,6 +165,10 @@ def test_errors_are_one_clear_line(argv, message, capsys, tmp_path):
 
 
 def test_console_script_is_installed():
-    result = subprocess.run([sys.executable, "-m", "pplsamplers.cli", "--help"],
-                            capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "pplsamplers.cli", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "demo" in result.stdout and "fit" in result.stdout

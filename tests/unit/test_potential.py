@@ -71,8 +71,9 @@ def test_average_over_disjoint_batches_is_full_potential(logreg):
 def test_full_value_and_grad_chunking_is_exact(logreg):
     pot, (X, y) = logreg
     hand = logistic_regression.hand_written_terms(X, y)
-    chunked = build_potential(hand, dim=pot.dim, N=pot.N, n=pot.n, init_position=jnp.zeros(pot.dim),
-                              chunk_size=7)  # 120 = 17 * 7 + 1: a padded last chunk
+    chunked = build_potential(
+        hand, dim=pot.dim, N=pot.N, n=pot.n, init_position=jnp.zeros(pot.dim), chunk_size=7
+    )  # 120 = 17 * 7 + 1: a padded last chunk
     x = jax.random.normal(jax.random.key(9), (pot.dim,))
     a, ga = chunked.full_value_and_grad(x)
     b, gb = pot.full_value_and_grad(x)
@@ -131,8 +132,12 @@ def test_subsample_size_overrides_model_plate():
     args, kwargs = linear_gaussian.load_data(N=50, D=2)
     assert make_potential(linear_gaussian.model, args, kwargs).n == 50
     assert make_potential(linear_gaussian.model, args, dict(kwargs, subsample_size=5)).n == 5
-    assert make_potential(linear_gaussian.model, args, dict(kwargs, subsample_size=5),
-                          subsample_size=10).n == 10
+    assert (
+        make_potential(
+            linear_gaussian.model, args, dict(kwargs, subsample_size=5), subsample_size=10
+        ).n
+        == 10
+    )
     pot = make_potential(linear_gaussian.model, args, kwargs, subsample_size=10)
     assert with_batch_size(pot, 25).n == 25
     assert pot.sample_indices(jax.random.key(0)).shape == (10,)
@@ -144,8 +149,9 @@ def test_noise_variance_zero_for_full_batch(logreg):
     full = with_batch_size(pot, pot.N)
     assert float(full.noise_variance(jnp.arange(float(pot.N)))) == 0.0
     per_example = jnp.arange(12.0)
-    np.testing.assert_allclose(pot.noise_variance(per_example),
-                               pot.N**2 / 12 * np.var(np.arange(12.0), ddof=1))
+    np.testing.assert_allclose(
+        pot.noise_variance(per_example), pot.N**2 / 12 * np.var(np.arange(12.0), ddof=1)
+    )
 
 
 def test_find_map_matches_analytic_posterior_mode():

@@ -79,11 +79,22 @@ def test_heavy_tailed_model_is_flagged():
 
 
 def _features(**changes):
-    base = ModelFeatures(num_data=100_000, subsample_size=1000, dim=20, has_data_plate=True,
-                         discrete_sites=(), constrained_sites=(), cost_ratio=0.01,
-                         curvature_spread=2.0, correlation_condition=2.0,
-                         gradient_noise_ratio=5.0, quadratic_misfit=0.02, skewness=0.01,
-                         tail_growth=1.0, gradient_kurtosis=5.0)
+    base = ModelFeatures(
+        num_data=100_000,
+        subsample_size=1000,
+        dim=20,
+        has_data_plate=True,
+        discrete_sites=(),
+        constrained_sites=(),
+        cost_ratio=0.01,
+        curvature_spread=2.0,
+        correlation_condition=2.0,
+        gradient_noise_ratio=5.0,
+        quadratic_misfit=0.02,
+        skewness=0.01,
+        tail_growth=1.0,
+        gradient_kurtosis=5.0,
+    )
     return base._replace(**changes)
 
 
@@ -114,7 +125,9 @@ def test_boomerang_gets_control_variates_and_candidates_restrict():
     ranked = rank_candidates(_features())
     assert ranked[0].name == "boomerang" and ranked[0].params == {"control_variate": True}
     assert [c.name for c in rank_candidates(_features(), ["sgld", "sbps"])] in (
-        ["sbps", "sgld"], ["sgld", "sbps"])
+        ["sbps", "sgld"],
+        ["sgld", "sbps"],
+    )
     with pytest.raises(ValueError, match="unknown candidates"):
         rank_candidates(_features(), ["magic"])
 
@@ -130,8 +143,10 @@ def test_pilot_shortlists_follow_the_suite_measurements():
         ranked = rank_candidates(features)
         assert ranked[-1].name == "nuts" and ranked[-1].score == C.LAST_RESORT
     # wild gradients: SGBD, then pSBPS (measured best on the heavy-tailed logistic regression)
-    assert names(rank_candidates(_features(gradient_kurtosis=140.0, quadratic_misfit=0.4)))[:2] \
-        == ["sgbd", "psbps"]
+    assert names(rank_candidates(_features(gradient_kurtosis=140.0, quadratic_misfit=0.4)))[:2] == [
+        "sgbd",
+        "psbps",
+    ]
     # correlated but non-Gaussian: HAMCMC is not preferred (its pairs diverged there)
     ranked = rank_candidates(_features(quadratic_misfit=3.0, correlation_condition=500.0))
     hamcmc = next(c for c in ranked if c.name == "hamcmc")
@@ -141,8 +156,13 @@ def test_pilot_shortlists_follow_the_suite_measurements():
 def test_tuned_params_follow_the_posterior_scale():
     diag = np.array([1.0, 100.0, 1e4])  # conditional sds 1, 0.1, 0.01
     noise = np.array([0.1, 1.0, 1e3])  # the last coordinate's gradient noise is wild
-    f = _features(dim=3, max_curvature=2e4, curvature_diagonal=diag, gradient_noise_sd=noise,
-                  map_position=np.zeros(3))
+    f = _features(
+        dim=3,
+        max_curvature=2e4,
+        curvature_diagonal=diag,
+        gradient_noise_sd=noise,
+        map_position=np.zeros(3),
+    )
     sgbd = C.tuned_params("sgbd", f)["step_size"]
     # half the conditional sd, capped by 1.702/(1.233 τ) where the noise is large
     np.testing.assert_allclose(sgbd, [0.5, 0.05, min(0.005, C.BARKER_NOISE_LIMIT / 1e3)])
@@ -155,8 +175,7 @@ def test_tuned_params_follow_the_posterior_scale():
     assert "control_variate" not in psgld
     assert psgld["step_size"] == pytest.approx(0.1 * 4 / 1e6 * (1e-5 + 0.1))
     assert C.tuned_params("bps", f)["refresh_rate"] == pytest.approx(10.0)
-    assert C.tuned_params("boomerang", f) == {"control_variate": True,
-                                              "curvature": "full_hessian"}
+    assert C.tuned_params("boomerang", f) == {"control_variate": True, "curvature": "full_hessian"}
     wide = f._replace(dim=1000, curvature_diagonal=np.ones(1000), gradient_noise_sd=np.ones(1000))
     assert C.tuned_params("boomerang", wide) == {"control_variate": True}
     far_from_gaussian = f._replace(quadratic_misfit=2.0)
@@ -228,8 +247,14 @@ def test_stein_u_statistic_drops_the_diagonal_and_chunks_agree():
 def test_bias_guard_rejects_only_significant_excess():
     from pplsamplers.select.pilot import bias_guard, effective_se
 
-    rejected = bias_guard({"exact": (0.0, 0.01), "noisy_exact": (0.03, 0.01),
-                           "biased": (1.0, 0.01), "failed": (float("inf"), 0.0)})
+    rejected = bias_guard(
+        {
+            "exact": (0.0, 0.01),
+            "noisy_exact": (0.03, 0.01),
+            "biased": (1.0, 0.01),
+            "failed": (float("inf"), 0.0),
+        }
+    )
     # noisy_exact: 0.03 above a floor of 4·0 but within 3·√(0.01² + 0.01²) = 0.042
     assert rejected == {"exact": False, "noisy_exact": False, "biased": True, "failed": True}
     # a positive best: twice its KSD (4× its KSD²) is tolerated, more is not
