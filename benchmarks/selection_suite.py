@@ -185,6 +185,9 @@ def main() -> None:
         errors = {c: r["error"] for c, r in out["rows"].items() if "error" in r}
         for c, message in errors.items():
             print(f"    {c} failed: {message}")
+        # drop this model's compiled executables: after ~7 models of ~12 kernels each the
+        # process otherwise hit "LLVM compilation error: Cannot allocate memory" (RAM was free)
+        jax.clear_caches()
 
 
 if __name__ == "__main__":
