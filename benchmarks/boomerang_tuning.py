@@ -1,0 +1,89 @@
+"""Boomerang (control variates, full-Hessian reference) tuning sweep at N = 10⁵, d = 20.
+
+    .venv/bin/python benchmarks/boomerang_tuning.py [--batch 100] [SPEC ...]
+
+Each SPEC is ``refresh_rate,max_extrapolation,target_evals_per_sample`` (default: the
+benchmark's setting 1,0.5,10 and the better ones found).  For each it runs the same NumPyro
+warmup (300) and sampling (2000) as ``boomerang_logreg.py``, then the compiled kernel in a bare
+``lax.scan`` for 2000 draws, and prints min bulk ESS, ESS per rate proposal, proposals per
+draw, the bare loop's ESS per second, and errors against the stored NUTS reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import jax  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+
+import arviz as az  # noqa: E402
+import numpy as np  # noqa: E402
+from boomerang_logreg import PDMP_FIELDS, kernel_loop_row, reference_for, run  # noqa: E402
+
+from models import logistic_regression  # noqa: E402
+from pplsamplers.infer.boomerang import Boomerang  # noqa: E402
+
+DEFAULT_SPECS = (
+    "1,0.5,10",
+    "2,0.5,10",
+    "0.3,0.5,10",
+    "0.3,1,10",
+    "0.5,1,10",
+    "0.5,1,20",
+    "0.3,1,20",
+    "0.3,1,30",
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("specs", nargs="*", default=list(DEFAULT_SPECS))
+    args = parser.parse_args()
+    N, n, draws_count = 100_000, args.batch, 2000
+    data, _ = logistic_regression.load_data(N=N, d=20, seed=0)
+    model = logistic_regression.model
+    ref_mean, ref_sd, ref_name = reference_for(N, None)
+    print(f"N = {N}, d = 20, n = {n}, {draws_count} draws, reference {ref_name}")
+    print(
+        f"{'refresh':>7} {'horizon':>7} {'evals':>5} | {'min ESS':>7} {'ESS/prop':>8} "
+        f"{'prop/draw':>9} {'bare s':>6} {'ESS/s':>6} {'mean err':>8} {'sd err':>6}"
+    )
+    for spec in args.specs:
+        refresh, horizon, evals = (float(v) for v in spec.split(","))
+        kernel, draws, _, _, extra, mcmc = run(
+            lambda r=refresh, h=horizon, e=evals: Boomerang(
+                model,
+                subsample_size=n,
+                control_variate=True,
+                curvature="full_hessian",
+                refresh_rate=r,
+                max_extrapolation=h,
+                target_evals_per_sample=e,
+            ),
+            data,
+            300,
+            draws_count,
+            jax.random.key(0),
+            fields=PDMP_FIELDS,
+            return_mcmc=True,
+        )
+        bare = kernel_loop_row(kernel, mcmc, draws_count, N, ref_mean, ref_sd)
+        ess = float(np.min(az.ess(draws[None])))
+        proposals = float(extra["num_proposals"].sum())
+        print(
+            f"{refresh:>7g} {horizon:>7g} {evals:>5g} | {ess:>7.0f} {ess / proposals:>8.4f} "
+            f"{proposals / draws_count:>9.1f} {bare['sample_seconds']:>6.2f} "
+            f"{bare['ess_per_sample_s']:>6.0f} {bare['mean_err']:>8.3f} {bare['sd_err']:>6.3f}",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
