@@ -2,11 +2,12 @@
 
 For each model (all in ``models/``) the suite runs every registered candidate kernel with the
 same sampling budget in epochs (2 chains, started inside the Laplace approximation, with the
-scale-aware settings of ``competence.tuned_params``), scores it by min bulk ESS per epoch, and
-applies the pilot's bias guard (IMQ kernel Stein discrepancy with full-data scores on 200
+scale-aware settings of ``competence.tuned_params`` and one PRNG key for all candidates, i.e.
+common random numbers), scores it by min bulk ESS per epoch, and applies the pilot's bias
+guard (``pilot.bias_guard``: IMQ kernel Stein discrepancy with full-data scores on 200
 thinned draws, as an unbiased U-statistic with one kernel lengthscale for all candidates; a
 candidate is rejected when its KSD² exceeds 4× the best one's, i.e. its KSD more than twice,
-by over 3 standard errors).  The best admissible candidate defines the regret
+by over 3 standard errors, or exceeds 100× the best one's upper bound, or is not finite).  The best admissible candidate defines the regret
 1 − score(chosen)/score(best) of AutoSampler(rules) and AutoSampler(pilot);
 choosing a guard-rejected candidate counts as regret 1.
 

@@ -183,6 +183,17 @@ def count_modes(
     ``curvature_diagonal``) of each other; an optimum counts when U rises more than
     ``MODE_BARRIER`` nats above both ends somewhere on the segment from it to the MAP, and it
     lies within ``MODE_MASS`` nats of the MAP.
+
+    Examples
+    --------
+    >>> import jax
+    >>> from models import multimodal_mixture
+    >>> from pplsamplers.potential import find_map, make_potential
+    >>> args, kwargs = multimodal_mixture.load_data(N=1000)  # 4 modes at (±1, ±1)
+    >>> potential = make_potential(multimodal_mixture.model, args, kwargs, 10)
+    >>> x_map = find_map(jax.random.key(0), potential).position
+    >>> count_modes(jax.random.key(1), potential, x_map, jax.numpy.full(2, 1.6e4)) > 1
+    True
     """
     if potential.draw_init is None or num_starts < 1:
         return 1
