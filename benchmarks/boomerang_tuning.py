@@ -52,7 +52,7 @@ def main() -> None:
     ref_mean, ref_sd, ref_name = reference_for(N, None)
     print(f"N = {N}, d = 20, n = {n}, {draws_count} draws, reference {ref_name}")
     print(
-        f"{'refresh':>7} {'horizon':>7} {'evals':>5} | {'min ESS':>7} {'ESS/prop':>8} "
+        f"{'refresh':>7} {'horizon':>7} {'evals':>5} | {'min ESS':>7} {'tail':>6} {'ESS/prop':>8} "
         f"{'prop/draw':>9} {'bare s':>6} {'ESS/s':>6} {'mean err':>8} {'sd err':>6}"
     )
     for spec in args.specs:
@@ -76,9 +76,10 @@ def main() -> None:
         )
         bare = kernel_loop_row(kernel, mcmc, draws_count, N, ref_mean, ref_sd)
         ess = float(np.min(az.ess(draws[None])))
+        tail = float(np.min(az.ess(draws[None], method="tail", prob=(0.05, 0.95))))
         proposals = float(extra["num_proposals"].sum())
         print(
-            f"{refresh:>7g} {horizon:>7g} {evals:>5g} | {ess:>7.0f} {ess / proposals:>8.4f} "
+            f"{refresh:>7g} {horizon:>7g} {evals:>5g} | {ess:>7.0f} {tail:>6.0f} {ess / proposals:>8.4f} "
             f"{proposals / draws_count:>9.1f} {bare['sample_seconds']:>6.2f} "
             f"{bare['ess_per_sample_s']:>6.0f} {bare['mean_err']:>8.3f} {bare['sd_err']:>6.3f}",
             flush=True,
