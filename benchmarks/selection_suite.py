@@ -31,6 +31,7 @@ from pplsamplers.infer.auto import available_candidates, default_subsample_size 
 from pplsamplers.potential import make_potential, model_info  # noqa: E402
 from pplsamplers.samplers import make_kernel  # noqa: E402
 from pplsamplers.select import model_features, rank_candidates  # noqa: E402
+from pplsamplers.select.competence import anchor_control_variate  # noqa: E402
 from pplsamplers.select.features import laplace_starts  # noqa: E402
 from pplsamplers.select.pilot import (  # noqa: E402
     bias_guard,
@@ -71,17 +72,15 @@ def run_model(name: str, module, data_kwargs: dict, budget: float, seed: int) ->
     tuned = {c.name: c.params for c in rank_candidates(features, available_candidates())}
     starts = laplace_starts(jax.random.PRNGKey(seed + 1000), features, 2)  # as the pilot does
     lengthscale = common_lengthscale(features)
-    to_flat = jax.jit(
-        jax.vmap(potential.unconstrain)
-    )  # the pilot's guard inputs, as it builds them
+    # the pilot's guard inputs, as it builds them
+    to_flat = jax.jit(jax.vmap(potential.unconstrain))
     score_fn = jax.jit(jax.vmap(lambda x: -potential.full_value_and_grad(x)[1]))
     rows = {}
     for candidate in available_candidates():  # common random numbers: one key for all
         params = {} if candidate == "nuts" else {"subsample_size": n, **tuned.get(candidate, {})}
         if candidate == "boomerang":
             params["control_variate"] = True
-        if params.get("control_variate") is True:
-            params["control_variate"] = features.map_position
+        params = anchor_control_variate(params, features)
         start = time.perf_counter()
         try:
             outcome = evaluate_candidate(

@@ -180,6 +180,7 @@ class AutoSampler(MCMCKernel):
 
     def _make_delegate(self, decision: Any) -> MCMCKernel:
         from pplsamplers.samplers import make_kernel
+        from pplsamplers.select.competence import anchor_control_variate
 
         overrides = dict(self.overrides)
         if decision.kernel == "nuts":
@@ -188,10 +189,7 @@ class AutoSampler(MCMCKernel):
                 warnings.warn(
                     f"AutoSampler chose full-data NUTS, which ignores {ignored}.", stacklevel=4
                 )
-        params = {**decision.params, **overrides}
-        anchor = decision.features.map_position
-        if params.get("control_variate") is True and anchor is not None:
-            params["control_variate"] = anchor  # reuse the probe's MAP as the anchor
+        params = anchor_control_variate({**decision.params, **overrides}, decision.features)
         return make_kernel(decision.kernel, self._model, **params)
 
     # ------------------------------------------------------------ NumPyro API

@@ -117,6 +117,14 @@ def tuned_params(name: str, features: ModelFeatures) -> dict:
     return {**extra, **_scaled(name, f, control_variate=bool(extra))}
 
 
+def anchor_control_variate(params: dict, features: ModelFeatures) -> dict:
+    """``params`` with ``control_variate=True`` replaced by the probes' MAP as the anchor, so
+    that the chosen kernel does not search for the MAP again; unchanged without a MAP."""
+    if params.get("control_variate") is True and features.map_position is not None:
+        return {**params, "control_variate": features.map_position}
+    return params
+
+
 def _scaled(name: str, f: ModelFeatures, control_variate: bool) -> dict:
     diag = np.asarray(f.curvature_diagonal, dtype=float)
     noise_sd = (
@@ -328,4 +336,4 @@ def _sorted(scores: dict, params: dict, reasons: dict, features: ModelFeatures) 
     ]
 
 
-__all__ = ["Candidate", "rank_candidates", "tuned_params"]
+__all__ = ["Candidate", "anchor_control_variate", "rank_candidates", "tuned_params"]

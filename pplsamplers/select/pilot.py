@@ -23,7 +23,7 @@ from numpyro.infer import MCMC
 
 from pplsamplers.diagnostics import min_ess, stein_u_statistic
 from pplsamplers.potential import make_potential
-from pplsamplers.select.competence import Candidate
+from pplsamplers.select.competence import Candidate, anchor_control_variate
 from pplsamplers.select.decision import Decision
 from pplsamplers.select.features import ModelFeatures, laplace_starts
 
@@ -229,9 +229,7 @@ def run_pilot(
     start_key, *keys = jax.random.split(jax.random.PRNGKey(seed), len(contenders) + 1)
     starts = laplace_starts(start_key, features, num_chains)
     for candidate, key in zip(contenders, keys, strict=True):
-        params = {**shared, **candidate.params, **overrides}
-        if params.get("control_variate") is True and features.map_position is not None:
-            params["control_variate"] = features.map_position
+        params = anchor_control_variate({**shared, **candidate.params, **overrides}, features)
         try:
             outcome = evaluate_candidate(
                 lambda params=params, name=candidate.name: make_kernel(name, model, **params),

@@ -12,25 +12,14 @@ from pplsamplers.cli import main
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def small_demo_options(out_dir) -> list[str]:
+    """A demo small enough for a unit test: N = 2000, d = 3, 2 chains × 100 draws."""
+    return ["--N", "2000", "--d", "3", "--num-samples", "100", "--num-warmup", "100",
+            "--num-chains", "2", "--out", str(out_dir), "--no-progress"]  # fmt: skip
+
+
 def test_demo_small_defaults_to_auto_and_explains(tmp_path, capsys):
-    code = main(
-        [
-            "demo",
-            "--N",
-            "2000",
-            "--d",
-            "3",
-            "--num-samples",
-            "100",
-            "--num-warmup",
-            "100",
-            "--num-chains",
-            "2",
-            "--out",
-            str(tmp_path),
-            "--no-progress",
-        ]
-    )
+    code = main(["demo", *small_demo_options(tmp_path)])
     assert code == 0
     out = capsys.readouterr().out
     assert "AutoSampler (rules) chose: nuts" in out and "N = 2000" in out  # the explanation
@@ -44,26 +33,7 @@ def test_demo_small_defaults_to_auto_and_explains(tmp_path, capsys):
 
 
 def test_demo_with_sgld_control_variate(tmp_path, capsys):
-    code = main(
-        [
-            "demo",
-            "--sampler",
-            "sgld",
-            "--N",
-            "2000",
-            "--d",
-            "3",
-            "--num-samples",
-            "100",
-            "--num-warmup",
-            "100",
-            "--num-chains",
-            "2",
-            "--out",
-            str(tmp_path),
-            "--no-progress",
-        ]
-    )
+    code = main(["demo", "--sampler", "sgld", *small_demo_options(tmp_path)])
     assert code == 0
     out = capsys.readouterr().out
     assert "ess_bulk" in out and "r_hat" in out and "ESS/epoch" in out
