@@ -50,6 +50,8 @@ def run(name, kernel, data, test, num_warmup, num_samples, start, key):
     )
     warm = float(np.sum(mcmc.get_extra_fields()["data_evals"]))
     mcmc.run(mcmc.post_warmup_state.rng_key, *data[0], **data[1], extra_fields=("data_evals",))
+    # NumPyro dispatches the chain asynchronously: stop the clock once the draws exist
+    jax.block_until_ready((mcmc.get_samples(), mcmc.get_extra_fields()))
     seconds = time.perf_counter() - started
     samples = mcmc.get_samples()
     evals = warm + float(np.sum(mcmc.get_extra_fields()["data_evals"]))

@@ -206,6 +206,8 @@ def nuts_row(
     )
     started = time.perf_counter()
     mcmc.run(key, *args, extra_fields=("num_steps",), **kwargs)
+    # NumPyro dispatches the chain asynchronously: stop the clock once the draws exist
+    jax.block_until_ready((mcmc.get_samples(), mcmc.get_extra_fields()))
     seconds = time.perf_counter() - started
     draws = np.asarray(mcmc.get_samples(group_by_chain=True)[site]).reshape(chains, samples, -1)
     epochs = float(np.sum(mcmc.get_extra_fields()["num_steps"]))

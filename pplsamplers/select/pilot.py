@@ -127,6 +127,8 @@ def _run(
         progress_bar=False,
     )
     mcmc.run(key, *model_args, extra_fields=extra, init_params=init_params, **model_kwargs)
+    # NumPyro dispatches the chain asynchronously; the caller's clock needs the finished draws
+    jax.block_until_ready((mcmc.get_samples(), mcmc.get_extra_fields()))
     return mcmc
 
 
