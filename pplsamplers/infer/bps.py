@@ -32,12 +32,8 @@ import numpy as np
 
 from pplsamplers.infer.base import InitFn, StepFn, SubsampledKernel
 from pplsamplers.kernels import bps as bps_kernel
-from pplsamplers.pdmp.interpolation import (
-    PDMP_INFO_FIELDS,
-    PDMPTuning,
-    fresh_envelope,
-    validate_thinning,
-)
+from pplsamplers.pdmp.events import PDMP_INFO_FIELDS
+from pplsamplers.pdmp.interpolation import PDMPTuning, fresh_envelope, validate_thinning
 from pplsamplers.potential import SubsampledPotential, check_position, find_map
 from pplsamplers.types import Array, PRNGKey
 

@@ -26,16 +26,14 @@ import jax.numpy as jnp
 from pplsamplers.kernels.boomerang_reference import GaussianReference
 from pplsamplers.kernels.bps import validate_common
 from pplsamplers.pdmp.driver import Skeleton, advance, run_skeleton
+from pplsamplers.pdmp.events import interval_diagnostics, make_next_event, zero_counts
 from pplsamplers.pdmp.flow import elliptical_flow
 from pplsamplers.pdmp.interpolation import (
     Envelope,
     PDMPTuning,
     fresh_envelope,
-    interval_diagnostics,
-    make_next_event,
     validate_thinning,
     validate_tuning,
-    zero_counts,
 )
 from pplsamplers.potential import SubsampledPotential
 from pplsamplers.types import Array, PRNGKey

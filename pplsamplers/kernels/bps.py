@@ -26,16 +26,14 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from pplsamplers.pdmp.driver import Skeleton, advance, run_skeleton
+from pplsamplers.pdmp.events import interval_diagnostics, make_next_event, zero_counts
 from pplsamplers.pdmp.flow import linear_flow, reflect, refresh_gaussian
 from pplsamplers.pdmp.interpolation import (
     Envelope,
     PDMPTuning,
     fresh_envelope,
-    interval_diagnostics,
-    make_next_event,
     validate_thinning,
     validate_tuning,
-    zero_counts,
 )
 from pplsamplers.potential import SubsampledPotential
 from pplsamplers.types import Array, PRNGKey
