@@ -117,9 +117,17 @@ def steady_state(mcmc, num_samples, data):
     return seconds, float(np.min(az.ess(np.asarray(draws)[None])))
 
 
+def accuracy(draws, ref_mean, ref_sd):
+    """(mean err, sd err) of ``draws`` against the reference (DESIGN §4; see Columns)."""
+    mean_err = float(np.max(np.abs(draws.mean(0) - ref_mean) / ref_sd))
+    sd_err = float(np.max(np.abs(draws.std(0, ddof=1) / ref_sd - 1)))
+    return mean_err, sd_err
+
+
 def row(name, draws, timing, evals, stats, N, ref_mean, ref_sd):
     ess = float(np.min(az.ess(draws[None])))
     steady_seconds, steady_ess = timing.pop("steady")
+    mean_err, sd_err = accuracy(draws, ref_mean, ref_sd)
     epochs = evals / N
     return {
         "sampler": name,
@@ -132,8 +140,8 @@ def row(name, draws, timing, evals, stats, N, ref_mean, ref_sd):
         "ess_per_steady_s": steady_ess / steady_seconds,
         "epochs": epochs,
         "ess_per_epoch": ess / epochs,
-        "mean_err": float(np.max(np.abs(draws.mean(0) - ref_mean) / ref_sd)),
-        "sd_err": float(np.max(np.abs(draws.std(0, ddof=1) / ref_sd - 1))),
+        "mean_err": mean_err,
+        "sd_err": sd_err,
         **stats,
     }
 

@@ -26,7 +26,7 @@ jax.config.update("jax_enable_x64", True)
 
 import arviz as az  # noqa: E402
 import numpy as np  # noqa: E402
-from boomerang_logreg import PDMP_FIELDS, reference_for, run  # noqa: E402
+from boomerang_logreg import PDMP_FIELDS, accuracy, reference_for, run  # noqa: E402
 
 from models import logistic_regression  # noqa: E402
 from pplsamplers.infer.boomerang import Boomerang  # noqa: E402
@@ -76,8 +76,7 @@ def main() -> None:
             fields=PDMP_FIELDS,
         )
         steady_seconds, steady_ess = timing["steady"]
-        mean_err = np.max(np.abs(draws.mean(0) - ref_mean) / ref_sd)
-        sd_err = np.max(np.abs(draws.std(0, ddof=1) / ref_sd - 1))
+        mean_err, sd_err = accuracy(draws, ref_mean, ref_sd)
         ess = float(np.min(az.ess(draws[None])))
         tail = float(np.min(az.ess(draws[None], method="tail", prob=(0.05, 0.95))))
         proposals = float(extra["num_proposals"].sum())
