@@ -8,6 +8,7 @@ from pplsamplers.diagnostics import (
     min_ess,
     stein_u_statistic,
 )
+from pplsamplers.diagnostics.output import to_arviz
 from pplsamplers.infer import (
     BPS,
     CSGLD,
@@ -18,12 +19,11 @@ from pplsamplers.infer import (
     SGBD,
     SGLD,
     SGRLD,
-    AutoSampler,
     Boomerang,
+    KernelSpec,
     SamplerState,
     SigmaBPS,
     SubsampledKernel,
-    to_arviz,
 )
 from pplsamplers.pdmp import integrate, run_skeleton
 from pplsamplers.potential import (
@@ -35,7 +35,14 @@ from pplsamplers.potential import (
     with_batch_size,
     with_control_variate,
 )
-from pplsamplers.select import Decision, ModelFeatures, model_features, rank_candidates
+from pplsamplers.registry import SAMPLERS, SamplerSpec, make_kernel
+from pplsamplers.select import (
+    AutoSampler,
+    Decision,
+    ModelFeatures,
+    model_features,
+    rank_candidates,
+)
 
 __version__ = "0.1.0"
 
@@ -52,7 +59,10 @@ __all__ = [
     "AutoSampler",
     "Boomerang",
     "Decision",
+    "KernelSpec",
     "ModelFeatures",
+    "SAMPLERS",
+    "SamplerSpec",
     "SamplerState",
     "SigmaBPS",
     "SubsampledKernel",
@@ -65,6 +75,7 @@ __all__ = [
     "full_data_scores",
     "integrate",
     "kernel_stein_discrepancy",
+    "make_kernel",
     "make_potential",
     "min_ess",
     "model_features",

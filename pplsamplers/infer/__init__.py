@@ -1,13 +1,14 @@
-"""NumPyro ``MCMCKernel`` adapters.  The only package whose states hold an rng_key."""
+"""The one NumPyro ``MCMCKernel`` adapter and the samplers declared on it.  The only package
+whose states hold an rng_key."""
 
-from pplsamplers.infer.auto import AutoSampler, to_arviz
-from pplsamplers.infer.base import SamplerState, SubsampledKernel
+from pplsamplers.infer.adapter import SamplerState, SubsampledKernel
 from pplsamplers.infer.boomerang import Boomerang
 from pplsamplers.infer.bps import BPS, SigmaBPS
 from pplsamplers.infer.hamcmc import HAMCMC, SGRLD
 from pplsamplers.infer.sbps import PSBPS, SBPS
 from pplsamplers.infer.sgbd import CSGLD, SGBD
 from pplsamplers.infer.sgld import PSGLD, SGLD
+from pplsamplers.infer.spec import KernelSpec, WarmupWindow
 
 __all__ = [
     "BPS",
@@ -19,10 +20,10 @@ __all__ = [
     "SGBD",
     "SGLD",
     "SGRLD",
-    "AutoSampler",
     "Boomerang",
+    "KernelSpec",
     "SamplerState",
     "SigmaBPS",
     "SubsampledKernel",
-    "to_arviz",
+    "WarmupWindow",
 ]

@@ -1,15 +1,17 @@
-"""NumPyro adapter for SGLD / pSGLD (:mod:`pplsamplers.kernels.sgld`)."""
+"""SGLD and pSGLD declared on the generic adapter (:mod:`pplsamplers.kernels.sgld`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import jax
 import jax.numpy as jnp
-from jax import lax
 
-from pplsamplers.infer.base import InitFn, StepFn, SubsampledKernel
+from pplsamplers import validation
+from pplsamplers.infer.adapter import SubsampledKernel
+from pplsamplers.infer.spec import KernelSpec, WarmupWindow
 from pplsamplers.kernels import sgld
 from pplsamplers.potential import (
     SubsampledPotential,
@@ -20,12 +22,81 @@ from pplsamplers.potential import (
 from pplsamplers.types import Array, PRNGKey
 
 
+@dataclass(frozen=True)
+class SGLDConfig:
+    """SGLD's options, validated once."""
+
+    step_size: float | str = "auto"
+    preconditioned: bool = False
+    rmsprop_decay: float = 0.99
+    rmsprop_eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        if self.step_size != "auto":
+            validation.positive("step_size", self.step_size)
+        validation.in_interval("rmsprop_decay", self.rmsprop_decay, 0.0, 1.0)
+        validation.positive("rmsprop_eps", self.rmsprop_eps)
+
+
+def sgld_spec(config: SGLDConfig) -> KernelSpec:
+    """The :class:`KernelSpec` of SGLD / pSGLD."""
+
+    def default_params(rng_key: PRNGKey, potential: SubsampledPotential) -> sgld.SGLDParams:
+        dtype = potential.init_position.dtype
+        step = config.step_size
+        if step == "auto":
+            map_key, probe_key = jax.random.split(rng_key)
+            anchor = find_map(map_key, potential).position
+            step = suggest_sgld_step_size(probe_key, potential, anchor)
+            if config.preconditioned:
+                # pSGLD moves coordinate j by ε·G_j with G_j ≈ 1/(λ + √V_j) at the MAP (the
+                # mean gradient vanishes there): keep every ε·G_j within the plain-SGLD step.
+                noise = gradient_noise_variance(probe_key, potential, anchor)
+                step *= float(jnp.min(config.rmsprop_eps + jnp.sqrt(noise)))
+        return sgld.SGLDParams(jnp.asarray(step, dtype), jnp.ones(potential.dim, dtype))
+
+    def warmup_init(state: sgld.SGLDState, params: sgld.SGLDParams) -> Array:
+        return jnp.zeros_like(state.position)  # RMSprop average a (zero: not started)
+
+    def warmup(
+        rng_key: PRNGKey,
+        state: sgld.SGLDState,
+        params: sgld.SGLDParams,
+        square_avg: Array,
+        info: sgld.SGLDInfo,
+        potential: SubsampledPotential,
+        window: WarmupWindow,
+    ) -> tuple[sgld.SGLDState, sgld.SGLDParams, Array]:
+        g2 = info.gradient**2
+        beta = config.rmsprop_decay
+        fresh = jnp.all(square_avg == 0.0)
+        square_avg = jnp.where(fresh, g2, beta * square_avg + (1 - beta) * g2)
+        metric = sgld.rmsprop_metric(square_avg, config.rmsprop_eps)
+        return state, params._replace(inverse_metric=metric), square_avg
+
+    def describe(info: sgld.SGLDInfo) -> str:
+        return (
+            f"step {float(jnp.mean(info.step_size)):.2e}, "
+            f"|grad| {float(jnp.mean(info.grad_norm)):.3g}"
+        )
+
+    return KernelSpec(
+        init=sgld.init,
+        build_kernel=sgld.build_kernel,
+        default_params=default_params,
+        warmup=warmup if config.preconditioned else None,
+        warmup_init=warmup_init,
+        diagnostic_fields=("data_evals", "step_size", "grad_norm"),
+        describe=describe,
+    )
+
+
 class SGLD(SubsampledKernel):
     """Stochastic gradient Langevin dynamics as a NumPyro ``MCMCKernel``.
 
-    x ← x − ε ∇Ũ(x) + √(2ε) ξ with a fresh minibatch each step.  With
-    ``preconditioned=True`` this is pSGLD (Li et al. 2016): the RMSprop diagonal metric
-    G = 1/(λ + √a) is adapted during warmup and frozen afterwards.
+    x ← x − ε ∇Ũ(x) + √(2ε) ξ with a fresh minibatch each step (Welling & Teh 2011, eq. 4).
+    With ``preconditioned=True`` this is pSGLD (Li et al. 2016, Alg. 1): the RMSprop diagonal
+    metric G = 1/(λ + √a) is adapted during warmup and frozen afterwards.
 
     Parameters
     ----------
@@ -40,9 +111,10 @@ class SGLD(SubsampledKernel):
         Use pSGLD's RMSprop metric.
     rmsprop_decay, rmsprop_eps
         β and λ of pSGLD.
-    **kwargs
-        ``subsample_size``, ``data_plate``, ``control_variate``, ``init_strategy``,
-        ``potential`` (see :class:`~pplsamplers.infer.base.SubsampledKernel`).
+    **options
+        The options of every sampler: ``subsample_size``, ``data_plate``, ``potential``,
+        ``control_variate``, ``precondition``, ``init_strategy``
+        (see :class:`~pplsamplers.infer.adapter.SubsampledKernel`).
 
     Examples
     --------
@@ -59,8 +131,6 @@ class SGLD(SubsampledKernel):
     (100,)
     """
 
-    diagnostic_fields = ("data_evals", "step_size", "grad_norm")
-
     def __init__(
         self,
         model: Callable | None = None,
@@ -69,66 +139,19 @@ class SGLD(SubsampledKernel):
         preconditioned: bool = False,
         rmsprop_decay: float = 0.99,
         rmsprop_eps: float = 1e-5,
-        **kwargs: Any,
+        **options: Any,
     ) -> None:
-        if step_size != "auto":
-            step_size = sgld.validate_step_size(step_size)
-        super().__init__(model, **kwargs)
-        self.step_size = step_size
-        self.preconditioned = preconditioned
-        self._rmsprop = dict(rmsprop_decay=rmsprop_decay, rmsprop_eps=rmsprop_eps)
-
-    def resolved_step_size(self, potential: SubsampledPotential) -> float:
-        """The numeric step size (resolving ``"auto"`` once per potential)."""
-        if self.step_size != "auto":
-            return self.step_size
-        if getattr(self, "_auto_for", None) is not potential:
-            map_key, probe_key = jax.random.split(jax.random.PRNGKey(0))
-            anchor = find_map(map_key, potential).position
-            step = suggest_sgld_step_size(probe_key, potential, anchor)
-            if self.preconditioned:
-                # pSGLD moves coordinate j by ε·G_j with G_j ≈ 1/(λ + √V_j) at the MAP (the mean
-                # gradient vanishes there): keep every ε·G_j within the plain-SGLD step.
-                noise = gradient_noise_variance(probe_key, potential, anchor)
-                step *= float(jnp.min(self._rmsprop["rmsprop_eps"] + jnp.sqrt(noise)))
-            self._auto_step = step
-            self._auto_for = potential
-        return self._auto_step
-
-    def build(self, potential: SubsampledPotential, num_warmup: int) -> tuple[InitFn, StepFn]:
-        step_size = self.resolved_step_size(potential)
-        config = dict(step_size=step_size, preconditioned=self.preconditioned, **self._rmsprop)
-        warmup_step = sgld.build_kernel(potential, adapt_preconditioner=True, **config)
-        frozen_step = sgld.build_kernel(potential, adapt_preconditioner=False, **config)
-
-        def init(rng_key: PRNGKey, position: Array) -> tuple[sgld.SGLDState, None]:
-            return sgld.init(position), None
-
-        def step(rng_key: PRNGKey, state: sgld.SGLDState, adapt: None, iteration: Array):
-            if self.preconditioned:
-                new, info = lax.cond(
-                    iteration < num_warmup, warmup_step, frozen_step, rng_key, state
-                )
-            else:
-                new, info = frozen_step(rng_key, state)
-            return new, adapt, info
-
-        return init, step
-
-    def get_diagnostics_str(self, state: Any) -> str:
-        step = float(jnp.mean(state.info.step_size))
-        text = f"step {step:.2e}, |grad| {float(jnp.mean(state.info.grad_norm)):.3g}"
-        extra = super().get_diagnostics_str(state)
-        return f"{text}, {extra}" if extra else text
+        self.config = SGLDConfig(step_size, preconditioned, rmsprop_decay, rmsprop_eps)
+        super().__init__(model, sgld_spec(self.config), **options)
 
 
 class PSGLD(SGLD):
     """pSGLD: :class:`SGLD` with ``preconditioned=True`` (RMSprop metric, frozen after warmup)."""
 
     def __init__(
-        self, model: Callable | None = None, step_size: float | str = "auto", **kwargs: Any
-    ):
-        super().__init__(model, step_size, preconditioned=True, **kwargs)
+        self, model: Callable | None = None, step_size: float | str = "auto", **options: Any
+    ) -> None:
+        super().__init__(model, step_size, preconditioned=True, **options)
 
 
-__all__ = ["PSGLD", "SGLD"]
+__all__ = ["PSGLD", "SGLD", "SGLDConfig", "sgld_spec"]

@@ -1,10 +1,13 @@
-"""Sampler selection: model features, competence rules, pilot tournament -> Decision."""
+"""Sampler selection: model features, competence rules, pilot tournament -> Decision, and
+``AutoSampler``, which decides and delegates."""
 
+from pplsamplers.select.auto import AutoSampler
 from pplsamplers.select.competence import Candidate, rank_candidates
 from pplsamplers.select.decision import Decision
 from pplsamplers.select.features import ModelFeatures, features_table, model_features
 
 __all__ = [
+    "AutoSampler",
     "Candidate",
     "Decision",
     "ModelFeatures",

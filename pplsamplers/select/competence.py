@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from pplsamplers.registry import SAMPLERS
 from pplsamplers.select.features import ModelFeatures
 
 INCOMPATIBLE, COMPATIBLE, PREFERRED, IDEAL = 0.0, 1.0, 2.0, 3.0
@@ -46,26 +47,17 @@ d = 20 logistic regression it raised min ESS from 21 to 370 per 600 draws (N = 1
 HAMCMC_STEP = 0.1
 """HAMCMC's ε in the L-BFGS metric; where H ≈ Σ the Euler variance inflation is 1/(1 − ε/2)."""
 
-CONTROL_VARIATE_KERNELS = ("boomerang", "hamcmc", "psbps", "sbps", "sigmabps", "bps", "sgld")
+CONTROL_VARIATE_KERNELS = tuple(
+    name for name, spec in SAMPLERS.items() if spec.supports_control_variate
+)
 """Kernels given control variates anchored at the MAP when the posterior is unimodal-looking
 (quadratic misfit below ``NON_GAUSSIAN_MISFIT``): at large N they cut the minibatch noise by
 orders of magnitude (the SBPS and Boomerang benchmarks).  SGBD keeps plain minibatches (its
 step rule and noise correction are calibrated for them), and so does pSGLD (its RMSprop metric
 would blow up on the small control-variate gradients near the anchor)."""
 
-PREFERENCE = (
-    "nuts",
-    "boomerang",
-    "hamcmc",
-    "psbps",
-    "sbps",
-    "sgbd",
-    "sigmabps",
-    "bps",
-    "psgld",
-    "sgld",
-)
-"""Tie-break order, most specialised first."""
+PREFERENCE = tuple(name for name, spec in SAMPLERS.items() if spec.selectable)
+"""Tie-break order, most specialised first (the registry's order)."""
 
 
 class Candidate(NamedTuple):

@@ -23,6 +23,7 @@ from numpyro.infer import MCMC
 
 from pplsamplers.diagnostics import min_ess, stein_u_statistic
 from pplsamplers.potential import make_potential
+from pplsamplers.registry import make_kernel
 from pplsamplers.select.competence import Candidate, anchor_control_variate
 from pplsamplers.select.decision import Decision
 from pplsamplers.select.features import ModelFeatures, laplace_starts
@@ -209,8 +210,6 @@ def run_pilot(
     Returns a :class:`Decision` whose ``scores`` are ESS per epoch and whose ``pilot`` field
     holds each candidate's ESS, epochs, KSD and whether the guard rejected it.
     """
-    from pplsamplers.samplers import make_kernel
-
     shared, overrides = dict(shared or {}), dict(overrides or {})
     if top < 1 or budget_epochs <= 0 or guard_factor < 1 or ksd_points < 10:
         raise ValueError(

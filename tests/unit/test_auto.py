@@ -7,7 +7,7 @@ from numpyro.infer import MCMC
 
 from models import linear_gaussian, logistic_regression
 from pplsamplers import AutoSampler, to_arviz
-from pplsamplers.infer.auto import default_subsample_size
+from pplsamplers.select.auto import default_subsample_size
 
 
 def test_small_n_chooses_nuts_and_explains(capsys):

@@ -9,7 +9,14 @@ from typing import Any
 import jax
 import numpy as np
 from numpyro.infer.mcmc import MCMCKernel
+from numpyro.util import is_prng_key
 
+from pplsamplers.potential import discrete_latent_sites, model_info
+from pplsamplers.registry import SAMPLERS, make_kernel
+from pplsamplers.select.competence import anchor_control_variate, rank_candidates
+from pplsamplers.select.decision import Decision
+from pplsamplers.select.features import laplace_starts, model_features
+from pplsamplers.select.pilot import run_pilot
 from pplsamplers.types import PRNGKey
 
 DEFAULT_SUBSAMPLE_FRACTION = 0.01
@@ -35,10 +42,7 @@ def _check_overrides(overrides: dict) -> None:
 
 def available_candidates() -> tuple[str, ...]:
     """The competence candidates that have a registered kernel."""
-    from pplsamplers.samplers import SAMPLERS
-    from pplsamplers.select.competence import PREFERENCE
-
-    return tuple(name for name in PREFERENCE if name in SAMPLERS)
+    return tuple(name for name, spec in SAMPLERS.items() if spec.selectable)
 
 
 def default_subsample_size(num_data: int) -> int:
@@ -124,10 +128,6 @@ class AutoSampler(MCMCKernel):
     # --------------------------------------------------------------- deciding
     def decide(self, model_args: tuple, model_kwargs: dict | None = None):
         """Compute (once per data set) and return the :class:`~pplsamplers.select.Decision`."""
-        from pplsamplers.potential import model_info
-        from pplsamplers.select import Decision, model_features, rank_candidates
-        from pplsamplers.select.pilot import run_pilot
-
         model_kwargs = dict(model_kwargs or {})
         signature = (
             tuple(id(a) for a in model_args),
@@ -137,8 +137,6 @@ class AutoSampler(MCMCKernel):
             return self.decision
         subsample = self.overrides.get("subsample_size")
         data_plate = self.overrides.get("data_plate")
-        from pplsamplers.potential import discrete_latent_sites
-
         if subsample is None and not discrete_latent_sites(self._model, model_args, model_kwargs):
             info = model_info(self._model, model_args, model_kwargs, data_plate)
             if info.data_plate is not None and info.model_subsample_size is None:
@@ -179,9 +177,6 @@ class AutoSampler(MCMCKernel):
         return decision
 
     def _make_delegate(self, decision: Any) -> MCMCKernel:
-        from pplsamplers.samplers import make_kernel
-        from pplsamplers.select.competence import anchor_control_variate
-
         overrides = dict(self.overrides)
         if decision.kernel == "nuts":
             ignored = sorted(k for k in SUBSAMPLING_ONLY if overrides.pop(k, None) is not None)
@@ -262,10 +257,6 @@ class AutoSampler(MCMCKernel):
 
 def _laplace_init(rng_key: PRNGKey, features: Any) -> tuple[PRNGKey, Any]:
     """Split off a start key; return the chain key and Laplace starts (or ``None``)."""
-    from numpyro.util import is_prng_key
-
-    from pplsamplers.select.features import laplace_starts
-
     if features.map_position is None or features.curvature_diagonal is None:
         return rng_key, None
     if is_prng_key(rng_key):  # one chain (sequential, parallel)
@@ -296,23 +287,4 @@ class _DelegateFields(Sequence):
         return repr(self._fields())
 
 
-def to_arviz(mcmc: Any, **kwargs: Any) -> Any:
-    """``az.from_numpyro(mcmc)`` plus pplsamplers attributes (kernel, AutoSampler decision).
-
-    Examples
-    --------
-    >>> idata = to_arviz(mcmc)                      # doctest: +SKIP
-    >>> print(idata.attrs["pplsamplers_auto_explanation"])   # doctest: +SKIP
-    """
-    import arviz as az
-
-    idata = az.from_numpyro(mcmc, **kwargs)
-    sampler = mcmc.sampler
-    idata.attrs["pplsamplers_kernel"] = type(sampler).__name__
-    decision = getattr(sampler, "decision", None)
-    if decision is not None:
-        idata.attrs.update(decision.to_attrs())
-    return idata
-
-
-__all__ = ["AutoSampler", "default_subsample_size", "to_arviz"]
+__all__ = ["AutoSampler", "available_candidates", "default_subsample_size"]

@@ -1,0 +1,280 @@
+"""The one NumPyro ``MCMCKernel`` adapter for every pplsamplers sampler (DESIGN §3.3).
+
+:class:`SubsampledKernel` drives any sampler declared by a
+:class:`~pplsamplers.infer.spec.KernelSpec`.  It owns everything NumPyro-facing, once:
+
+* the model is inspected once and turned into a potential, and the shared warmup of
+  :mod:`pplsamplers.infer.warmup` (mode, preconditioner, control variate, batch size) runs
+  once per data set;
+* the state is a NamedTuple with ``rng_key`` (``post_warmup_state`` and ``last_state`` work),
+  the three chain methods, ``postprocess_fn`` to constrained values, and the full-data
+  ``model`` view that ArviZ reads ``observed_data`` and ``log_likelihood`` from;
+* a step whose result is not finite (a NaN, or a step into a region of zero density) is
+  rejected: the chain stays where it was, ``diverging`` flags the draw (NumPyro's
+  ``print_summary`` counts it) and ``num_reverted`` counts it for the self-check;
+* the sampler's own warmup moves its ``params`` during warmup and is not called afterwards,
+  which freezes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from numpyro.infer import init_to_uniform
+from numpyro.infer.mcmc import MCMCKernel
+from numpyro.util import is_prng_key
+
+from pplsamplers.infer.spec import KernelSpec, WarmupWindow
+from pplsamplers.infer.warmup import Prepared, SamplerOptions, prepare, starting_point
+from pplsamplers.potential import SubsampledPotential
+from pplsamplers.types import Array, PRNGKey
+
+
+class SamplerState(NamedTuple):
+    """State of every pplsamplers NumPyro kernel.
+
+    ``z`` is the unconstrained sample (a dict of the model's sites), ``kernel_state`` the
+    kernel's state (in the kernel's, possibly whitened, coordinates), ``params`` its
+    tunables, ``info`` its last ``Info``, whose fields are readable as attributes of the
+    state itself (``state.data_evals``): that is how NumPyro's ``extra_fields`` and ArviZ's
+    ``sample_stats`` find them.  ``reverted`` flags a step whose result was not finite and
+    was therefore rejected (``diverging`` is the same flag under NumPyro's name);
+    ``num_reverted`` counts them.
+    """
+
+    z: Any
+    kernel_state: Any
+    params: Any
+    adapt_state: Any
+    info: Any
+    iteration: Array
+    reverted: Array
+    num_reverted: Array
+    rng_key: Array
+
+    @property
+    def diverging(self) -> Array:
+        """NumPyro's name for a rejected non-finite step (``print_summary`` counts it)."""
+        return self.reverted
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(tuple.__getitem__(self, 4), name)
+
+
+def _finite(tree: Any) -> Array:
+    leaves = [
+        jnp.all(jnp.isfinite(leaf))
+        for leaf in jax.tree.leaves(tree)
+        if jnp.issubdtype(jnp.result_type(leaf), jnp.inexact)
+    ]
+    return jnp.all(jnp.stack(leaves)) if leaves else jnp.asarray(True)
+
+
+class SubsampledKernel(MCMCKernel):
+    """The NumPyro ``MCMCKernel`` of every pplsamplers sampler.
+
+    Sampler classes (:class:`~pplsamplers.SBPS`, :class:`~pplsamplers.SGLD`, ...) are short
+    declarations: their constructor validates the sampler's own options once and passes a
+    :class:`~pplsamplers.infer.spec.KernelSpec` here.
+
+    Parameters
+    ----------
+    model
+        A NumPyro model with a data plate (or ``None`` when ``potential`` is given).
+    spec
+        The sampler's declaration.
+    subsample_size
+        Minibatch size n.  ``None`` (default): the model plate's own size if it has one,
+        else chosen automatically from the gradient-noise probe and reported.
+    data_plate
+        Name of the data plate if it cannot be found automatically.
+    potential
+        A ready :class:`~pplsamplers.potential.SubsampledPotential` instead of a model.
+    control_variate
+        ``"auto"`` (default): anchor a control-variate gradient at the mode when the mode
+        probe finds one mode; ``True``/``False``; or an anchor (flat unconstrained array).
+    precondition
+        ``"auto"`` (default), ``"dense"``, ``"diag"``, ``None``, or a covariance matrix
+        (``(D, D)``) or variance vector (``(D,)``) in the unconstrained coordinates: the
+        kernel runs on x = x* + L z with L Lᵀ the posterior covariance estimate (DESIGN §8).
+    init_strategy
+        NumPyro init strategy, used when there is no mode to start from.
+    """
+
+    sample_field = "z"
+
+    def __init__(
+        self,
+        model: Callable | None,
+        spec: KernelSpec,
+        *,
+        subsample_size: int | None = None,
+        data_plate: str | None = None,
+        potential: SubsampledPotential | None = None,
+        control_variate: bool | str | Array = "auto",
+        precondition: str | Array | None = "auto",
+        init_strategy: Callable = init_to_uniform,
+    ) -> None:
+        self.options = SamplerOptions(
+            model=model,
+            subsample_size=subsample_size,
+            data_plate=data_plate,
+            potential=potential,
+            control_variate=control_variate,
+            precondition=precondition,
+            init_strategy=init_strategy,
+        )
+        self.spec = spec
+        self.prepared: Prepared | None = None
+        self._prepared_for: Any = None
+        self._sample_fn: Callable | None = None
+
+    # ------------------------------------------------------------ NumPyro API
+    @property
+    def model(self) -> Callable | None:
+        """The model with its data plate un-subsampled (all N data), for ArviZ."""
+        if self.prepared is None or self.prepared.full_data_model is None:
+            return self.options.model
+        return self.prepared.full_data_model
+
+    @property
+    def potential(self) -> SubsampledPotential | None:
+        """The potential the kernel runs on (whitened, batched; ``None`` before ``init``)."""
+        return None if self.prepared is None else self.prepared.potential
+
+    @property
+    def default_fields(self) -> tuple[str, ...]:
+        return ("z", "diverging") + tuple(self.spec.diagnostic_fields)
+
+    def get_diagnostics_str(self, state: SamplerState) -> str:
+        text = self.spec.describe(state.info) if self.spec.describe is not None else ""
+        reverted = int(jnp.sum(state.num_reverted))  # summed over chains when vectorised
+        extra = f"{reverted} rejected" if reverted else ""
+        return ", ".join(part for part in (text, extra) if part)
+
+    def postprocess_fn(self, model_args: tuple, model_kwargs: dict) -> Callable:
+        if self.options.model is None:
+            return lambda z: z
+        return self._prepare(model_args, model_kwargs or {}).postprocess
+
+    def sample(self, state: SamplerState, model_args: tuple, model_kwargs: dict) -> SamplerState:
+        return self._sample_fn(state)
+
+    def init(
+        self,
+        rng_key: PRNGKey,
+        num_warmup: int,
+        init_params: Any,
+        model_args: tuple,
+        model_kwargs: dict,
+    ) -> SamplerState:
+        prepared = self._prepare(model_args, model_kwargs or {})
+        sample_one = self.make_step(prepared, int(num_warmup))
+        if is_prng_key(rng_key):
+            self._sample_fn = sample_one
+            return self.init_chain(rng_key, init_params, prepared)
+        self._sample_fn = jax.vmap(sample_one)
+        chains = [
+            self.init_chain(
+                key,
+                None if init_params is None else jax.tree.map(lambda p, i=i: p[i], init_params),
+                prepared,
+            )
+            for i, key in enumerate(rng_key)
+        ]
+        return jax.tree.map(lambda *xs: jnp.stack(xs), *chains)
+
+    # ----------------------------------------------------------- the driver
+    def _prepare(self, model_args: tuple, model_kwargs: dict) -> Prepared:
+        signature = (model_args, tuple(sorted(model_kwargs.items())))
+        if self.prepared is None or not _same(self._prepared_for, signature):
+            with jax.ensure_compile_time_eval():  # concrete even inside pmap's trace
+                self.prepared = prepare(self.options, self.spec, model_args, model_kwargs)
+            self._prepared_for = signature
+        return self.prepared
+
+    def init_chain(self, rng_key: PRNGKey, init_params: Any, prepared: Prepared) -> SamplerState:
+        """The state of one chain: start, kernel state, params and a zero ``Info``."""
+        start_key, kernel_key, chain_key = jax.random.split(rng_key, 3)
+        potential, spec = prepared.potential, self.spec
+        position = starting_point(start_key, init_params, prepared, spec)
+        params = prepared.params
+        kernel_state = spec.init(kernel_key, position, potential, params)
+        kernel = spec.build_kernel()
+        shapes = jax.eval_shape(
+            lambda k, s, p: kernel(k, s, potential, p), kernel_key, kernel_state, params
+        )
+        info = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes[1])
+        return SamplerState(
+            z=potential.unravel(spec.position(kernel_state)),
+            kernel_state=kernel_state,
+            params=params,
+            adapt_state=spec.warmup_init(kernel_state, params),
+            info=info,
+            iteration=jnp.asarray(0),
+            reverted=jnp.asarray(False),
+            num_reverted=jnp.asarray(0),
+            rng_key=chain_key,
+        )
+
+    def make_step(
+        self, prepared: Prepared, num_warmup: int
+    ) -> Callable[[SamplerState], SamplerState]:
+        """One MCMC step of one chain: kernel, rejection of non-finite steps, warmup update."""
+        spec, potential = self.spec, prepared.potential
+        kernel = spec.build_kernel()
+        warmup = spec.warmup
+        cost = potential.cost_per_datum
+
+        def adapt(key: PRNGKey, state: SamplerState, kernel_state: Any, info: Any) -> tuple:
+            window = WarmupWindow(state.iteration, num_warmup)
+            return warmup(
+                key, kernel_state, state.params, state.adapt_state, info, potential, window
+            )
+
+        def keep(key: PRNGKey, state: SamplerState, kernel_state: Any, info: Any) -> tuple:
+            return kernel_state, state.params, state.adapt_state
+
+        def sample_one(state: SamplerState) -> SamplerState:
+            rng_key, step_key, warmup_key = jax.random.split(state.rng_key, 3)
+            new_state, info = kernel(step_key, state.kernel_state, potential, state.params)
+            finite = _finite(new_state)
+            new_state = jax.tree.map(
+                lambda a, b: jnp.where(finite, a, b), new_state, state.kernel_state
+            )
+            if cost != 1:  # control variates evaluate each datum at x and at the anchor
+                info = info._replace(data_evals=info.data_evals * cost)
+            params, adapt_state = state.params, state.adapt_state
+            if warmup is not None and num_warmup > 0:
+                new_state, params, adapt_state = jax.lax.cond(
+                    state.iteration < num_warmup, adapt, keep, warmup_key, state, new_state, info
+                )
+            return SamplerState(
+                z=potential.unravel(spec.position(new_state)),
+                kernel_state=new_state,
+                params=params,
+                adapt_state=adapt_state,
+                info=info,
+                iteration=state.iteration + 1,
+                reverted=~finite,
+                num_reverted=state.num_reverted + (~finite).astype(jnp.int32),
+                rng_key=rng_key,
+            )
+
+        return sample_one
+
+
+def _same(a: Any, b: Any) -> bool:
+    if a is None:
+        return False
+    leaves_a, tree_a = jax.tree.flatten(a)
+    leaves_b, tree_b = jax.tree.flatten(b)
+    return tree_a == tree_b and all(x is y for x, y in zip(leaves_a, leaves_b, strict=True))
+
+
+__all__ = ["SamplerState", "SubsampledKernel"]

@@ -1,0 +1,92 @@
+"""What a sampler declares to the one NumPyro adapter (DESIGN §3.2–3.3).
+
+A sampler is a pure kernel (``kernels/<name>.py``: ``State``, ``Info``, ``Params``, ``init``,
+``build_kernel``) plus a :class:`KernelSpec` that tells the generic
+:class:`~pplsamplers.infer.adapter.SubsampledKernel` how to start it, which tunables it
+begins with, and how its own warmup moves them.  The anchors are BlackJAX's two-level
+kernels (``init`` / ``build_kernel``) and Optax's ``GradientTransformationExtraArgs``: a
+kernel that needs more inputs declares them as arguments, never as function attributes.
+
+Every callable is pure and traceable:
+
+* ``init(rng_key, position, potential, params) -> State``
+* ``kernel(rng_key, state, potential, params) -> (State, Info)`` (from ``build_kernel()``)
+* ``default_params(rng_key, potential) -> Params``: the tunables' starting values for this
+  potential.  The adapter hands kernels a *whitened* potential by default (DESIGN §8), in
+  which the posterior has roughly unit scale, so unit-scale defaults are right there.
+* ``warmup_init(state, params) -> AdaptState`` and
+  ``warmup(rng_key, state, params, adapt_state, info, potential, window) -> (State, Params,
+  AdaptState)``: one warmup update after each warmup step.  The adapter stops calling it when
+  warmup ends, which freezes the params.  It may return a new state, for kernels that carry
+  something derived from the params (a PDMP's thinning envelope), which must be reset when
+  they change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from pplsamplers.potential import SubsampledPotential
+from pplsamplers.types import Array, PRNGKey
+
+Kernel = Callable[[PRNGKey, Any, SubsampledPotential, Any], tuple[Any, Any]]
+
+
+class WarmupWindow(NamedTuple):
+    """Where a warmup update happens: ``iteration`` (0-based, traced) of ``num_warmup``."""
+
+    iteration: Array
+    num_warmup: int
+
+
+def no_warmup_init(state: Any, params: Any) -> None:
+    """``warmup_init`` of a sampler that adapts nothing."""
+    return None
+
+
+def position_field(state: Any) -> Array:
+    """The flat (whitened) position of a kernel state with a ``position`` field."""
+    return state.position
+
+
+class KernelSpec(NamedTuple):
+    """A sampler's declaration to :class:`~pplsamplers.infer.adapter.SubsampledKernel`.
+
+    Attributes
+    ----------
+    init
+        ``(rng_key, position, potential, params) -> State``.
+    build_kernel
+        ``() -> kernel``, with ``kernel(rng_key, state, potential, params) -> (State, Info)``;
+        the structural options are already bound.
+    default_params
+        ``(rng_key, potential) -> Params``.
+    warmup
+        ``(rng_key, state, params, adapt_state, info, potential, window) -> (State, Params,
+        AdaptState)`` or ``None`` when the sampler adapts nothing of its own.
+    warmup_init
+        ``(state, params) -> AdaptState``.
+    diagnostic_fields
+        ``Info`` fields exported to NumPyro's extra fields and ArviZ's ``sample_stats``.
+    describe
+        ``Info -> str`` for the progress bar (fields may carry a chain axis), or ``None``.
+    position
+        ``State -> flat position``.
+    start
+        ``(rng_key, potential, params) -> position`` when the sampler has its own starting
+        point (e.g. the Boomerang's reference mean), or ``None`` for the adapter's.
+    """
+
+    init: Callable[[PRNGKey, Array, SubsampledPotential, Any], Any]
+    build_kernel: Callable[[], Kernel]
+    default_params: Callable[[PRNGKey, SubsampledPotential], Any]
+    warmup: Callable[..., tuple[Any, Any, Any]] | None = None
+    warmup_init: Callable[[Any, Any], Any] = no_warmup_init
+    diagnostic_fields: tuple[str, ...] = ("data_evals",)
+    describe: Callable[[Any], str] | None = None
+    position: Callable[[Any], Array] = position_field
+    start: Callable[[PRNGKey, SubsampledPotential, Any], Array | None] | None = None
+
+
+__all__ = ["Kernel", "KernelSpec", "WarmupWindow", "no_warmup_init", "position_field"]
