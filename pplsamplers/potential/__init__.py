@@ -1,8 +1,12 @@
 """Model -> SubsampledPotential.  The only package that knows NumPyro internals."""
 
 from pplsamplers.potential.curvature import (
+    fisher_diagonal,
+    full_hessian,
     gradient_noise_variance,
     max_curvature,
+    posterior_scale,
+    suggest_batch_size,
     suggest_sgld_step_size,
 )
 from pplsamplers.potential.map import MapResult, find_map
@@ -15,12 +19,14 @@ from pplsamplers.potential.model import (
     make_potential,
     model_info,
 )
+from pplsamplers.potential.precondition import with_preconditioner
 from pplsamplers.potential.subsampled import (
     SubsampledPotential,
     build_potential,
     with_batch_size,
     with_control_variate,
 )
+from pplsamplers.potential.view import ModelView, flatten_init_params, inspect, validate_data
 
 __all__ = [
     "MapResult",
@@ -39,4 +45,13 @@ __all__ = [
     "suggest_sgld_step_size",
     "with_batch_size",
     "with_control_variate",
+    "ModelView",
+    "flatten_init_params",
+    "inspect",
+    "validate_data",
+    "fisher_diagonal",
+    "full_hessian",
+    "posterior_scale",
+    "suggest_batch_size",
+    "with_preconditioner",
 ]

@@ -1,6 +1,6 @@
 """Everything pplsamplers needs to know about NumPyro internals, in one place.
 
-The rest of the package sees a model only through :func:`inspect_model` and
+The rest of the package sees a model through :mod:`~pplsamplers.potential.view` and
 :func:`make_terms`.  The facts used here (probed on NumPyro 0.22):
 
 * a ``numpyro.plate`` sends a message of type ``"plate"`` whose ``value`` is the
@@ -8,22 +8,24 @@ The rest of the package sees a model only through :func:`inspect_model` and
   then scales every site inside it by ``size / len(value)``;
 * unconstrained parameters map to constrained ones through
   ``biject_to(site["fn"].support)``, evaluated when the site is reached so that
-  parameter-dependent supports work.
+  parameter-dependent supports work;
+* every trace substitutes init-strategy values for the latent sites, as NumPyro's own
+  ``initialize_model`` does: ``.sample()`` is never called on an improper prior.
 """
 
 from __future__ import annotations
 
 import sys
-import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
 from numpyro import handlers
-from numpyro.distributions import constraints
+from numpyro.distributions import Unit, constraints
 from numpyro.distributions.transforms import biject_to
 from numpyro.distributions.util import sum_rightmost
+from numpyro.infer import init_to_uniform
 from numpyro.primitives import Messenger
 
 from pplsamplers.types import Array
@@ -51,10 +53,12 @@ class set_plate(Messenger):
     ):
         self.name = name
         self.indices = indices
+        self.original: dict[str, tuple] = {}  # plate name -> the model's own (size, subsample)
         super().__init__(fn)
 
     def process_message(self, msg: dict) -> None:
         if msg["type"] == "plate" and (self.name is None or msg["name"] == self.name):
+            self.original[msg["name"]] = tuple(msg["args"])
             size = msg["args"][0]
             indices = jnp.arange(size) if self.indices is None else self.indices
             msg["value"] = indices
@@ -62,7 +66,7 @@ class set_plate(Messenger):
 
 
 class SiteInfo(NamedTuple):
-    """Static description of a model, read off one seeded trace."""
+    """Static description of a model, read off one trace at init-strategy values."""
 
     latent_names: tuple[str, ...]
     latent_shapes: dict[str, tuple[int, ...]]
@@ -72,12 +76,65 @@ class SiteInfo(NamedTuple):
     model_subsample_size: int | None
     observed_names: tuple[str, ...]
     deterministic_outside_plate: tuple[str, ...]
+    unconstrained_shapes: dict[str, tuple[int, ...]] = {}
+    deterministic_in_plate: tuple[str, ...] = ()
 
 
-def _trace(model: Callable, model_args: tuple, model_kwargs: dict, seed: int = 0) -> dict:
-    return handlers.trace(handlers.seed(model, rng_seed=seed)).get_trace(
-        *model_args, **model_kwargs
+def _trace(
+    model: Callable,
+    model_args: tuple,
+    model_kwargs: dict,
+    init_strategy: Callable | None = None,
+    seed: int = 0,
+) -> dict:
+    """Trace ``model`` with latent values from ``init_strategy`` (never ``fn.sample()``)."""
+    seeded = handlers.seed(model, rng_seed=seed)
+    substituted = handlers.substitute(seeded, substitute_fn=init_strategy or init_to_uniform)
+    return handlers.trace(substituted).get_trace(*model_args, **model_kwargs)
+
+
+def _is_broadcast_error(error: Exception) -> bool:
+    return "broadcast" in str(error).lower()
+
+
+def _unindexed_plate_error(site: dict, plate: str, values: int, indices: int) -> ValueError:
+    return ValueError(
+        f"site '{site['name']}' in plate '{plate}' has {values} values where the plate gave "
+        f"{indices} indices: index the data with the plate's indices "
+        f"(`with numpyro.plate('{plate}', N, subsample_size=n) as idx:` then X[idx], y[idx]) "
+        "or use numpyro.subsample(X, event_dim=...) inside the plate."
     )
+
+
+def _plate_axis(site: dict, plate: str) -> int | None:
+    """Axis of ``plate`` in ``site``'s value (``None`` when the value lacks it)."""
+    frame = next(f for f in site["cond_indep_stack"] if f.name == plate)
+    event_dim = len(site["fn"].event_shape) if site.get("fn") is not None else 0
+    axis = np.ndim(site["value"]) - event_dim + frame.dim
+    return axis if axis >= 0 else None
+
+
+def _trace_or_explain(
+    model: Callable, model_args: tuple, model_kwargs: dict, init_strategy: Callable | None
+) -> dict:
+    """:func:`_trace`, turning a subsample plate used without its indices into a clear error."""
+    try:
+        return _trace(model, model_args, model_kwargs, init_strategy)
+    except (ValueError, TypeError) as error:
+        if not _is_broadcast_error(error):
+            raise
+        full = set_plate(model, name=None, indices=None)
+        try:
+            trace = _trace(full, model_args, model_kwargs, init_strategy)
+        except Exception:
+            raise error from None
+        for plate, (size, sub) in full.original.items():
+            if sub in (None, size):
+                continue
+            for site in trace.values():
+                if site["type"] == "sample" and site["is_observed"] and plate in _plates_of(site):
+                    raise _unindexed_plate_error(site, plate, size, sub) from error
+        raise
 
 
 def _is_real(support: Any) -> bool:
@@ -91,9 +148,11 @@ def _plates_of(site: dict) -> list[str]:
     return [frame.name for frame in site["cond_indep_stack"]]
 
 
-def discrete_latent_sites(model: Callable, model_args: tuple, model_kwargs: dict) -> list[str]:
+def discrete_latent_sites(
+    model: Callable, model_args: tuple, model_kwargs: dict, init_strategy: Callable | None = None
+) -> list[str]:
     """Names of the latent sites with a discrete support (no error raised)."""
-    trace = _trace(model, model_args, model_kwargs)
+    trace = _trace_or_explain(model, model_args, model_kwargs, init_strategy)
     return [
         name
         for name, site in trace.items()
@@ -106,16 +165,18 @@ def inspect_model(
     model_args: tuple,
     model_kwargs: dict,
     data_plate: str | None = None,
+    init_strategy: Callable | None = None,
 ) -> SiteInfo:
-    """Trace ``model`` once and describe its latent sites and its data plate.
+    """Trace ``model`` once (at ``init_strategy`` values) and describe its sites and data plate.
 
     Raises
     ------
     ValueError
         For a discrete latent site, a latent site inside the data plate, an unknown
-        ``data_plate`` name, or an ambiguous choice among several data plates.
+        ``data_plate`` name, an ambiguous choice among several data plates, or a subsample
+        plate whose observed data are not indexed with the plate's indices.
     """
-    trace = _trace(model, model_args, model_kwargs)
+    trace = _trace_or_explain(model, model_args, model_kwargs, init_strategy)
     plates = {name: site for name, site in trace.items() if site["type"] == "plate"}
     samples = {n: s for n, s in trace.items() if s["type"] == "sample"}
     observed = {n: s for n, s in samples.items() if s["is_observed"]}
@@ -145,6 +206,8 @@ def inspect_model(
         over_obs = None
         for site in observed.values():
             names = set(_plates_of(site))
+            if isinstance(site["fn"], Unit) and not names:
+                continue  # a numpyro.factor outside every plate is a global term, not data
             over_obs = names if over_obs is None else over_obs & names
         candidates = sorted(over_obs or ())
         if len(candidates) > 1:
@@ -181,6 +244,13 @@ def inspect_model(
         for n, s in trace.items()
         if s["type"] == "deterministic" and (data_plate is None or data_plate not in _plates_of(s))
     )
+    determ_in = tuple(
+        n for n, s in trace.items() if s["type"] == "deterministic" and n not in determ
+    )
+    unconstrained = {
+        n: tuple(biject_to(s["fn"].support).inverse_shape(np.shape(s["value"])))
+        for n, s in latent.items()
+    }
     return SiteInfo(
         latent_names=tuple(latent),
         latent_shapes={n: tuple(np.shape(s["value"])) for n, s in latent.items()},
@@ -190,6 +260,8 @@ def inspect_model(
         model_subsample_size=None if sub is None else int(sub),
         observed_names=tuple(observed),
         deterministic_outside_plate=determ,
+        unconstrained_shapes=unconstrained,
+        deterministic_in_plate=determ_in,
     )
 
 
@@ -219,7 +291,11 @@ def _fixed_plate_model(model: Callable, info: SiteInfo, indices: Array | None) -
 
 
 def make_unconstrain(
-    model: Callable, model_args: tuple, model_kwargs: dict, info: SiteInfo
+    model: Callable,
+    model_args: tuple,
+    model_kwargs: dict,
+    info: SiteInfo,
+    init_strategy: Callable | None = None,
 ) -> Callable[[dict[str, Array]], dict[str, Array]]:
     """Constrained latent values -> unconstrained ones, through each site's support bijection.
 
@@ -230,6 +306,7 @@ def make_unconstrain(
         _fixed_plate_model(model, info, jnp.arange(min(info.data_size, 1))),
         model_args,
         model_kwargs,
+        init_strategy,
     )
     transforms = {name: biject_to(trace[name]["fn"].support) for name in info.latent_names}
     return lambda values: {name: t.inv(values[name]) for name, t in transforms.items()}
@@ -359,29 +436,6 @@ def make_constrain(
     return constrain
 
 
-def site_diagnosis(
-    model: Callable,
-    model_args: tuple,
-    model_kwargs: dict,
-    info: SiteInfo,
-    params: dict[str, Array],
-    indices: Array,
-) -> str:
-    """Name the first site whose log-density or gradient is not finite at ``params``."""
-    trace, _ = _constrained_trace(model, model_args, model_kwargs, info, params, indices)
-    for name, site in trace.items():
-        if site["type"] != "sample":
-            continue
-        with warnings.catch_warnings():  # out-of-support values are what we are reporting
-            warnings.simplefilter("ignore")
-            log_prob = jnp.sum(site["fn"].log_prob(site["value"]))
-        if not bool(jnp.isfinite(log_prob)):
-            value = np.asarray(site["value"]).ravel()[:4]
-            kind = "observed" if site["is_observed"] else "latent"
-            return f"{kind} site '{name}' has log density {float(log_prob)} at value {value}"
-    return ""
-
-
 __all__ = [
     "SiteInfo",
     "all_data_model",
@@ -393,5 +447,4 @@ __all__ = [
     "make_terms",
     "make_unconstrain",
     "set_plate",
-    "site_diagnosis",
 ]

@@ -1,4 +1,4 @@
-"""``make_potential``: a NumPyro model with one data plate -> :class:`SubsampledPotential`."""
+"""``make_potential``: a NumPyro model (or its :class:`ModelView`) -> :class:`SubsampledPotential`."""
 
 from __future__ import annotations
 
@@ -12,21 +12,33 @@ from numpyro.infer import init_to_uniform
 
 from pplsamplers.potential import _numpyro
 from pplsamplers.potential.subsampled import SubsampledPotential, build_potential
+from pplsamplers.potential.view import (
+    ModelView,
+    inspect,
+    is_concrete,
+    site_diagnosis,
+    validate_data,
+)
 from pplsamplers.types import Array, PRNGKey
 
 
 def make_potential(
-    model: Callable,
+    model: Callable | ModelView,
     model_args: tuple = (),
     model_kwargs: dict | None = None,
     subsample_size: int | None = None,
     *,
     data_plate: str | None = None,
     rng_key: PRNGKey | None = None,
-    init_strategy: Callable = init_to_uniform,
+    init_strategy: Callable | None = None,
     chunk_size: int = 4096,
+    check_data: bool = True,
 ) -> SubsampledPotential:
     """Turn a NumPyro model into a minibatch potential over flat unconstrained positions.
+
+    ``model`` is either the model itself (inspected here with :func:`inspect`) or a
+    :class:`ModelView` from :func:`inspect`, which already carries the arguments, the data
+    plate and the init strategy: ``make_potential(view, subsample_size=n)``.
 
     The data plate is the plate over the observed sites (or ``data_plate=``).  Its
     subsample size comes from ``subsample_size`` if given, else from the model's own
@@ -36,9 +48,9 @@ def make_potential(
     Parameters
     ----------
     model
-        A NumPyro model.
+        A NumPyro model, or its :class:`ModelView`.
     model_args, model_kwargs
-        Its arguments (the data).
+        Its arguments (the data); empty when ``model`` is a view.
     subsample_size
         Minibatch size n (``None``: the model's own, or full batch).
     data_plate
@@ -46,9 +58,14 @@ def make_potential(
     rng_key
         Key for the initial point (``init_strategy``); defaults to ``PRNGKey(0)``.
     init_strategy
-        A NumPyro init strategy, e.g. ``numpyro.infer.init_to_median``.
+        A NumPyro init strategy, e.g. ``numpyro.infer.init_to_median`` (default
+        ``init_to_uniform``).  Every trace substitutes its values, so flat priors work.
     chunk_size
         Chunk of data used by the full-data value and gradient.
+    check_data
+        Check every observed datum and data argument for non-finite values first
+        (:func:`validate_data`, one pass over N).  Turn off only for a model that handles
+        non-finite values itself.
 
     Returns
     -------
@@ -58,7 +75,9 @@ def make_potential(
     ------
     ValueError
         Discrete latent sites, latent sites inside the data plate, ambiguous or duplicated
-        subsample plates, a ``subsample_size`` outside ``1..N`` or one given without a data plate.
+        subsample plates, a ``subsample_size`` outside ``1..N`` or one given without a data plate,
+        data not indexed with the plate's indices, non-finite data (names the site or argument
+        and the first bad row).
     RuntimeError
         When the initial point has a non-finite potential or gradient (names the site).
 
@@ -76,8 +95,18 @@ def make_potential(
     >>> per_example.shape
     (10,)
     """
-    model_kwargs = dict(model_kwargs or {})
-    info = _numpyro.inspect_model(model, model_args, model_kwargs, data_plate)
+    if isinstance(model, ModelView):
+        if model_args or model_kwargs or data_plate is not None or init_strategy is not None:
+            raise ValueError(
+                "make_potential(view, ...) takes the model's arguments, data_plate and "
+                "init_strategy from the view; pass them to inspect(...) instead."
+            )
+        view = model
+    else:
+        view = inspect(model, model_args, model_kwargs, data_plate, init_strategy)
+    if check_data:
+        validate_data(view)
+    info = view.info
     N = info.data_size
     if subsample_size is None:
         n = info.model_subsample_size or N
@@ -97,8 +126,14 @@ def make_potential(
             )
         n = int(subsample_size)
 
+    model, model_args, model_kwargs, strategy = (
+        view.model,
+        view.model_args,
+        view.model_kwargs,
+        view.init_strategy,
+    )
     key = jax.random.PRNGKey(0) if rng_key is None else rng_key
-    init_dict = _numpyro.initial_values(key, model, model_args, model_kwargs, info, init_strategy)
+    init_dict = _numpyro.initial_values(key, model, model_args, model_kwargs, info, strategy)
     init_flat, unravel = ravel_pytree(init_dict)
     dict_terms = _numpyro.make_terms(model, model_args, model_kwargs, info)
     constrain_dict = _numpyro.make_constrain(model, model_args, model_kwargs, info)
@@ -107,7 +142,7 @@ def make_potential(
         return dict_terms(unravel(x), idx)
 
     def draw_init(key: PRNGKey) -> Array:
-        values = _numpyro.initial_values(key, model, model_args, model_kwargs, info, init_strategy)
+        values = _numpyro.initial_values(key, model, model_args, model_kwargs, info, strategy)
         return ravel_pytree(values)[0]
 
     potential = build_potential(
@@ -121,34 +156,67 @@ def make_potential(
         chunk_size=chunk_size,
         draw_init=draw_init,
     )
-    check_position(potential, init_flat, model, model_args, model_kwargs, info)
-    to_unconstrained = _numpyro.make_unconstrain(model, model_args, model_kwargs, info)
+    check_position(potential, init_flat, view)
+    to_unconstrained = _numpyro.make_unconstrain(model, model_args, model_kwargs, info, strategy)
     return potential._replace(
         init_position=init_flat,
         unconstrain=lambda values: ravel_pytree(to_unconstrained(values))[0],
     )
 
 
+def _as_view(
+    view: ModelView | Callable | None,
+    model_args: tuple,
+    model_kwargs: dict | None,
+    info: _numpyro.SiteInfo | None,
+) -> ModelView | None:
+    """Accept the old loose ``(model, args, kwargs, info)`` form as well as a view."""
+    if view is None or isinstance(view, ModelView):
+        return view
+    if info is None:
+        return None
+    return ModelView(view, tuple(model_args), dict(model_kwargs or {}), info, init_to_uniform)
+
+
 def check_position(
     potential: SubsampledPotential,
     position: Array,
-    model: Callable | None = None,
+    view: ModelView | Callable | None = None,
     model_args: tuple = (),
     model_kwargs: dict | None = None,
     info: _numpyro.SiteInfo | None = None,
 ) -> None:
     """Raise ``RuntimeError`` naming the offending site if ``position`` is not a valid start.
 
-    Valid means: finite potential and finite gradient on a minibatch of the data.
+    Valid means: finite potential and finite gradient on a minibatch of the data.  The check
+    is eager: under ``jit``/``vmap``/``pmap`` (a traced ``position`` or potential) it does
+    nothing, and the caller validates a concrete point beforehand.  ``view`` names the site;
+    the old loose form ``check_position(potential, x, model, args, kwargs, info)`` still works.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp, numpyro, numpyro.distributions as dist
+    >>> def model(y):
+    ...     s = numpyro.sample("s", dist.HalfNormal(1.0))
+    ...     with numpyro.plate("data", y.shape[0]) as idx:
+    ...         numpyro.sample("y", dist.Normal(0, s), obs=y[idx])
+    >>> view = inspect(model, (jnp.ones(5),))
+    >>> pot = make_potential(view)
+    >>> check_position(pot, jnp.zeros(1), view)  # log s = 0: fine
     """
+    view = _as_view(view, model_args, model_kwargs, info)
+    if not is_concrete(position):
+        return
     idx = jnp.arange(min(potential.n, potential.N))
     value, grad = jax.jit(potential.value_and_grad)(position, idx)
-    if bool(jnp.isfinite(value)) and bool(jnp.all(jnp.isfinite(grad))):
+    if not is_concrete(value, grad):  # the potential closes over traced data
         return
-    where = ""
-    if model is not None and info is not None:
-        params = potential.unravel(position)
-        where = _numpyro.site_diagnosis(model, model_args, model_kwargs or {}, info, params, idx)
+    finite_grad = bool(jnp.all(jnp.isfinite(grad)))
+    if bool(jnp.isfinite(value)) and finite_grad:
+        return
+    where, data_fault = "", False
+    if view is not None:
+        where, data_fault = site_diagnosis(view, potential.unravel(position), idx)
         if not where:
             bad = [
                 name
@@ -156,11 +224,17 @@ def check_position(
                 if not bool(jnp.all(jnp.isfinite(g)))
             ]
             where = f"the gradient with respect to site(s) {bad} is not finite" if bad else ""
+    if data_fault:
+        raise RuntimeError(
+            f"invalid data: the potential at the starting point is {float(value)} because "
+            f"{where}. Fix the data (pplsamplers.potential.validate_data names every "
+            "non-finite row); another starting point will not help."
+        )
     raise RuntimeError(
         "invalid initial point: the potential is "
-        f"{float(value)} with {'non-finite' if not bool(jnp.all(jnp.isfinite(grad))) else 'finite'} "
-        f"gradient; {where or 'check the model'}. Pass init_params in the support, or "
-        "another init_strategy (e.g. numpyro.infer.init_to_median)."
+        f"{float(value)} with {'finite' if finite_grad else 'non-finite'} gradient; "
+        f"{where or 'check the model'}. Pass init_params in the support, or another "
+        "init_strategy (e.g. numpyro.infer.init_to_median)."
     )
 
 
@@ -174,9 +248,14 @@ def model_info(
     return _numpyro.inspect_model(model, model_args, dict(model_kwargs or {}), data_plate)
 
 
-def full_data_model(model: Callable, info: _numpyro.SiteInfo) -> Callable:
-    """The model with the data plate set to all N data (for ArviZ's observed_data/log_likelihood)."""
-    return _numpyro.full_data_model(model, info)
+def full_data_model(view: ModelView | Callable, info: _numpyro.SiteInfo | None = None) -> Callable:
+    """The model with the data plate set to all N data (for ArviZ's observed_data/log_likelihood).
+
+    Takes the :class:`ModelView`; the old form ``full_data_model(model, info)`` still works.
+    """
+    if isinstance(view, ModelView):
+        return _numpyro.full_data_model(view.model, view.info)
+    return _numpyro.full_data_model(view, info)
 
 
 def discrete_latent_sites(
@@ -201,10 +280,21 @@ def all_data_model(model: Callable) -> Callable:
 
 
 def make_postprocess(
-    model: Callable, model_args: tuple, model_kwargs: dict | None, info: _numpyro.SiteInfo
+    view: ModelView | Callable,
+    model_args: tuple = (),
+    model_kwargs: dict | None = None,
+    info: _numpyro.SiteInfo | None = None,
 ) -> Callable[[dict], dict]:
-    """Unconstrained dict -> constrained latent sites plus deterministic sites outside the plate."""
-    return _numpyro.make_constrain(model, model_args, dict(model_kwargs or {}), info, True)
+    """Unconstrained dict -> constrained latent sites plus deterministic sites outside the plate.
+
+    Takes the :class:`ModelView`; the old form ``make_postprocess(model, args, kwargs, info)``
+    still works.
+    """
+    if not isinstance(view, ModelView):
+        view = _as_view(view, model_args, model_kwargs, info)
+    return _numpyro.make_constrain(
+        view.model, view.model_args, view.model_kwargs, view.info, with_deterministic=True
+    )
 
 
 __all__ = [

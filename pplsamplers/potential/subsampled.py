@@ -18,9 +18,14 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from pplsamplers.potential.sharding import sharded_full_pass
 from pplsamplers.types import Array, PRNGKey
 
 TermsFn = Callable[[Array, Array], tuple[Array, Array]]
+
+
+def _identity(x: Array) -> Array:
+    return x
 
 
 class SubsampledPotential(NamedTuple):
@@ -35,7 +40,9 @@ class SubsampledPotential(NamedTuple):
     per_example_grads : (x, idx) -> (n, D)
         Gradients of the per-datum terms ℓ_i (unscaled, no prior).
     full_value_and_grad : x -> (U, ∇U)
-        Whole data set, chunked so memory stays bounded.
+        Whole data set, chunked so memory stays bounded.  When the data are split over
+        devices (``NamedSharding``), each device sums its own rows
+        (:func:`~pplsamplers.potential.sharding.sharded_full_pass`).
     sample_indices : key -> (n,) int
         Minibatch indices, drawn with replacement (fast at any N).
     constrain : x -> dict of constrained latent sites.
@@ -45,6 +52,12 @@ class SubsampledPotential(NamedTuple):
     dim, N, n : sizes; ``n == N`` means full batch.
     init_position : a valid starting point (shape ``(D,)``).
     anchor : the control-variate anchor x*, or ``None``.
+    cost_per_datum : per-datum terms evaluated per minibatch index (2 with control variates).
+    chunk_size : data chunk of :attr:`full_value_and_grad` (kept by the ``with_*`` transforms).
+    to_model, from_model : kernel position z <-> the model's flat unconstrained x.
+        The identity unless the potential is preconditioned
+        (:func:`~pplsamplers.potential.with_preconditioner`: x = center + L z);
+        ``unravel``/``constrain``/``unconstrain`` already compose them.
     """
 
     value: Callable[[Array, Array], Array]
@@ -68,6 +81,11 @@ class SubsampledPotential(NamedTuple):
     cost_per_datum: int = 1
     """Per-datum terms evaluated per index in a minibatch evaluation (2 with control variates,
     which evaluate each datum at x and at the anchor)."""
+    chunk_size: int = 4096
+    to_model: Callable[[Array], Array] = _identity
+    """Kernel position z (shape ``(..., D)``) -> the model's flat unconstrained x."""
+    from_model: Callable[[Array], Array] = _identity
+    """The model's flat unconstrained x (shape ``(..., D)``) -> kernel position z."""
 
     @property
     def full_batch(self) -> bool:
@@ -154,6 +172,9 @@ def build_potential(
 
     def full_value_and_grad(x: Array) -> tuple[Array, Array]:
         global_value, global_grad = jax.value_and_grad(lambda y: terms(y, jnp.arange(1))[0])(x)
+        sharded = sharded_full_pass(terms, N, chunk_size, x)  # data split over devices: SPMD
+        if sharded is not None:
+            return global_value + sharded[0], global_grad + sharded[1]
 
         def chunk_sum(y: Array, idx: Array, weight: Array) -> Array:
             return jnp.sum(weight * terms(y, idx)[1])
@@ -192,12 +213,26 @@ def build_potential(
         init_position=jnp.asarray(init_position),
         anchor=anchor,
         draw_init=draw_init,
+        chunk_size=int(chunk_size),
+    )
+
+
+def _carry(new: SubsampledPotential, old: SubsampledPotential, cost: int) -> SubsampledPotential:
+    """``new`` with the fields of ``old`` that a rebuild from ``terms`` does not set."""
+    return new._replace(
+        cost_per_datum=cost,
+        unconstrain=old.unconstrain,
+        to_model=old.to_model,
+        from_model=old.from_model,
     )
 
 
 def with_batch_size(potential: SubsampledPotential, subsample_size: int) -> SubsampledPotential:
-    """The same potential with minibatch size ``subsample_size`` (``N`` for full batch)."""
-    return build_potential(
+    """The same potential with minibatch size ``subsample_size`` (``N`` for full batch).
+
+    Everything else (chunk size, anchor, preconditioning, cost per datum) is kept.
+    """
+    new = build_potential(
         potential.terms,
         dim=potential.dim,
         N=potential.N,
@@ -205,13 +240,15 @@ def with_batch_size(potential: SubsampledPotential, subsample_size: int) -> Subs
         init_position=potential.init_position,
         constrain=potential.constrain,
         unravel=potential.unravel,
+        chunk_size=potential.chunk_size,
         anchor=potential.anchor,
         draw_init=potential.draw_init,
-    )._replace(cost_per_datum=potential.cost_per_datum, unconstrain=potential.unconstrain)
+    )
+    return _carry(new, potential, potential.cost_per_datum)
 
 
 def with_control_variate(
-    potential: SubsampledPotential, anchor: Array, chunk_size: int = 4096
+    potential: SubsampledPotential, anchor: Array, chunk_size: int | None = None
 ) -> SubsampledPotential:
     """Control-variate potential anchored at ``anchor`` = x* (DESIGN §3.1).
 
@@ -221,7 +258,8 @@ def with_control_variate(
         g(x) + L(x*) + ∇L(x*)·(x−x*) + (N/n) Σ [ℓ_i(x) − ℓ_i(x*) − ∇ℓ_i(x*)·(x−x*)].
 
     Both are unbiased for U and ∇U, with noise that vanishes as x → x*.  The full-data
-    anchor terms are computed once, here (one pass over the data).
+    anchor terms are computed once, here (one pass over the data).  ``anchor`` is in the
+    potential's own coordinates; ``chunk_size`` defaults to the potential's.
 
     Examples
     --------
@@ -251,7 +289,7 @@ def with_control_variate(
             per_datum - per_anchor - per_anchor_slope,
         )
 
-    return build_potential(
+    new = build_potential(
         terms,
         dim=potential.dim,
         N=potential.N,
@@ -259,10 +297,11 @@ def with_control_variate(
         init_position=potential.init_position,
         constrain=potential.constrain,
         unravel=potential.unravel,
-        chunk_size=chunk_size,
+        chunk_size=potential.chunk_size if chunk_size is None else chunk_size,
         anchor=anchor,
         draw_init=potential.draw_init,
-    )._replace(cost_per_datum=2 * potential.cost_per_datum, unconstrain=potential.unconstrain)
+    )
+    return _carry(new, potential, 2 * potential.cost_per_datum)
 
 
 __all__ = [

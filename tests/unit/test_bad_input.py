@@ -10,6 +10,7 @@ from numpyro.infer import MCMC
 
 from models import linear_gaussian, logistic_regression
 from pplsamplers import SGLD, make_potential
+from pplsamplers.potential import flatten_init_params, inspect, validate_data
 
 X, Y = logistic_regression.load_data(N=50, d=2, seed=0)[0]
 
@@ -122,6 +123,107 @@ def test_non_finite_steps_are_reverted_and_counted():
     mcmc.run(jax.random.key(0), *args, **kwargs)
     samples = mcmc.get_samples()["theta"]
     assert np.all(np.isfinite(samples))
-    reverted = mcmc.get_extra_fields()["reverted"]
+    reverted = mcmc.get_extra_fields()["diverging"]  # NumPyro's name: print_summary counts it
     assert int(reverted.sum()) > 0
     assert int(mcmc.last_state.num_reverted) == int(reverted.sum())
+
+
+# ---------------------------------------------------------------- issue 18: data and init_params
+def _regression(X, y=None, scale=1.0):
+    w = numpyro.sample("w", dist.Normal(0, 1).expand([X.shape[1]]).to_event(1))
+    sigma = numpyro.sample("sigma", dist.HalfNormal(scale))
+    with numpyro.plate("data", X.shape[0]) as idx:
+        numpyro.sample("y", dist.Normal(X[idx] @ w, sigma), obs=None if y is None else y[idx])
+
+
+def _data(n=2000, d=3):
+    X = jax.random.normal(jax.random.key(0), (n, d))
+    return X, X @ jnp.arange(1.0, d + 1)
+
+
+def test_nan_in_a_late_row_of_an_argument_is_named():
+    X, y = _data()
+    with pytest.raises(ValueError, match=r"argument 'X' \(positional 0\).*row 1500") as err:
+        make_potential(_regression, (X.at[1500, 2].set(jnp.nan), y), subsample_size=20)
+    assert "init_params" not in str(err.value)
+    # the same when the model subsamples itself (inspection sees only a few rows)
+    view = inspect(linear_gaussian.model, (X, y), {"subsample_size": 20})
+    with pytest.raises(ValueError, match=r"argument 'A' \(positional 0\).*row 1500"):
+        validate_data(view._replace(model_args=(X.at[1500, 0].set(jnp.nan), y)))
+
+
+def test_nan_in_observed_data_names_the_site_and_row():
+    X, y = _data()
+    with pytest.raises(ValueError, match="observed site 'y'.*datum 17 of plate 'data'"):
+        make_potential(_regression, (X, y.at[17].set(jnp.inf)), subsample_size=20)
+    y_np = np.array(y)
+    y_np[17] = np.nan
+    with pytest.raises(ValueError, match="observed site 'y'.*datum 17"):
+        make_potential(_regression, (X,), {"y": y_np})
+
+
+def test_nan_in_a_keyword_argument_is_named():
+    X, y = _data(n=50)
+    with pytest.raises(ValueError, match=r"keyword 'scale'"):
+        make_potential(_regression, (X, y), {"scale": float("nan")})
+
+
+def test_non_finite_data_at_the_start_is_not_blamed_on_init_params():
+    X, y = _data(n=50)
+    with pytest.raises(RuntimeError, match="invalid data.*observed site 'y'") as err:
+        make_potential(_regression, (X, y.at[0].set(jnp.nan)), check_data=False)
+    assert "init_params" not in str(err.value)
+
+
+def test_init_params_dict_checks_names_and_shapes():
+    X, y = _data(n=50)
+    view = inspect(_regression, (X, y))
+    with pytest.raises(ValueError, match=r"site 'sigma' is missing.*site 'w'.*\(3,\).*\(4,\)"):
+        flatten_init_params(view, {"w": jnp.array([1.0, 2.0, 3.0, 4.0])})
+    with pytest.raises(ValueError, match=r"unknown site 'bogus' \(the latent sites are"):
+        flatten_init_params(view, {"w": jnp.zeros(3), "sigma": 0.0, "bogus": 1.0})
+    with pytest.raises(ValueError, match="has 5 values; the model has 4"):
+        flatten_init_params(view, jnp.zeros(5))
+    pot = make_potential(view)
+    flat = flatten_init_params(pot, {"w": jnp.array([1.0, 2.0, 3.0]), "sigma": 0.5})
+    np.testing.assert_allclose(flat, flatten_init_params(view, {"w": [1.0, 2, 3], "sigma": 0.5}))
+    np.testing.assert_allclose(pot.unravel(flat)["w"], [1.0, 2.0, 3.0])
+    np.testing.assert_allclose(pot.unravel(flat)["sigma"], 0.5)
+
+
+def test_data_plate_used_without_its_indices():
+    X, y = _data()
+
+    def unindexed(X, y):  # X @ w has N rows but the plate gives n indices
+        w = numpyro.sample("w", dist.Normal(0, 1).expand([X.shape[1]]).to_event(1))
+        with numpyro.plate("data", X.shape[0], subsample_size=20):
+            numpyro.sample("y", dist.Normal(X @ w, 1), obs=y)
+
+    def unindexed_obs(X, y):  # a scalar mean: no broadcasting error, y still has N values
+        mu = numpyro.sample("mu", dist.Normal(0, 1))
+        with numpyro.plate("data", X.shape[0]):
+            numpyro.sample("y", dist.Normal(mu, 1), obs=y)
+
+    msg = r"site 'y' in plate 'data' has 2000 values where the plate gave {} indices.*X\[idx\]"
+    with pytest.raises(ValueError, match=msg.format(20)):
+        make_potential(unindexed, (X, y))
+    with pytest.raises(ValueError, match=msg.format(3) + ".*numpyro.subsample"):
+        make_potential(unindexed_obs, (X, y), subsample_size=20)
+
+
+def test_deterministic_inside_the_data_plate_warns_once():
+    X, y = _data(n=50)
+
+    def model(X, y):
+        w = numpyro.sample("w", dist.Normal(0, 1).expand([X.shape[1]]).to_event(1))
+        numpyro.deterministic("w_norm", jnp.sum(w**2))
+        with numpyro.plate("data", X.shape[0]) as idx:
+            mean = numpyro.deterministic("mean", X[idx] @ w)
+            numpyro.sample("y", dist.Normal(mean, 1), obs=y[idx])
+
+    with pytest.warns(UserWarning) as record:
+        make_potential(model, (X, y), subsample_size=10)
+    ours = [w for w in record if "deterministic" in str(w.message)]
+    assert len(ours) == 1
+    text = str(ours[0].message)
+    assert "'mean'" in text and "w_norm" not in text and "Predictive" in text

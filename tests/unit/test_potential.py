@@ -161,3 +161,17 @@ def test_find_map_matches_analytic_posterior_mode():
     result = find_map(jax.random.key(1), pot)
     np.testing.assert_allclose(result.position, mean, atol=1e-6)
     assert float(result.grad_norm) < 1e-6
+
+
+def test_transforms_keep_chunk_size_and_coordinates(logreg):
+    pot, (X, y) = logreg
+    hand = logistic_regression.hand_written_terms(X, y)
+    chunked = build_potential(
+        hand, dim=pot.dim, N=pot.N, n=pot.n, init_position=jnp.zeros(pot.dim), chunk_size=7
+    )
+    resized = with_batch_size(chunked, 30)
+    anchored = with_control_variate(resized, jnp.zeros(pot.dim))
+    assert resized.chunk_size == anchored.chunk_size == with_batch_size(anchored, 5).chunk_size == 7
+    x = jnp.arange(float(pot.dim))
+    np.testing.assert_array_equal(anchored.to_model(x), x)  # identity unless preconditioned
+    np.testing.assert_array_equal(anchored.from_model(x), x)

@@ -1,0 +1,283 @@
+"""The shared-warmup pieces (DESIGN §8), in float64: whitening, MAP, curvature, batch size."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pytest
+
+from pplsamplers.potential import (
+    build_potential,
+    find_map,
+    full_hessian,
+    make_potential,
+    posterior_scale,
+    suggest_batch_size,
+    with_batch_size,
+    with_control_variate,
+    with_preconditioner,
+)
+from pplsamplers.potential.map import full_value_with_grad
+
+
+def raw_design(N, seed=0):
+    """Intercept, a covariate ~ N(100, 15²), a 0/1 covariate and their interaction."""
+    rng = np.random.default_rng(seed)
+    a, b = rng.normal(100.0, 15.0, N), rng.integers(0, 2, N).astype(float)
+    return np.stack([np.ones(N), a, b, a * b], 1), rng
+
+
+def linear_potential(N, n, seed=0, chunk_size=4096):
+    """Flat-prior linear regression with unit noise: U = ½‖y − Xβ‖², mode = OLS, H = XᵀX."""
+    X, rng = raw_design(N, seed)
+    y = X @ np.array([1.0, 0.05, -2.0, 0.02]) + rng.normal(0.0, 1.0, N)
+    Xj, yj = jnp.asarray(X), jnp.asarray(y)
+    terms = lambda x, idx: (jnp.zeros(()), 0.5 * (yj[idx] - Xj[idx] @ x) ** 2)
+    pot = build_potential(terms, dim=4, N=N, n=n, init_position=jnp.zeros(4), chunk_size=chunk_size)
+    return pot, X, y
+
+
+@pytest.fixture(scope="module")
+def small():
+    pot, X, y = linear_potential(300, 30, seed=1, chunk_size=64)
+    mode = np.linalg.solve(X.T @ X, X.T @ y)
+    return pot, X, mode
+
+
+def factors(X):
+    cov = np.linalg.inv(X.T @ X)
+    return {"dense": jnp.asarray(np.linalg.cholesky(cov)), "diag": jnp.sqrt(jnp.diag(cov))}
+
+
+@pytest.mark.parametrize("kind", ["dense", "diag"])
+def test_whitened_potential_is_the_affine_pullback(small, kind):
+    pot, X, mode = small
+    L = factors(X)[kind]
+    Lm = L if L.ndim == 2 else jnp.diag(L)
+    white = with_preconditioner(pot, mode, L)
+    z = jax.random.normal(jax.random.key(0), (4,))
+    v = jax.random.normal(jax.random.key(1), (4,))
+    x = mode + Lm @ z
+    idx = pot.sample_indices(jax.random.key(2))
+    np.testing.assert_allclose(white.value(z, idx), pot.value(x, idx), rtol=1e-12)
+    np.testing.assert_allclose(white.grad(z, idx), Lm.T @ pot.grad(x, idx), rtol=1e-9, atol=1e-9)
+    total, per_example = white.directional(z, v, idx)
+    np.testing.assert_allclose(total, white.grad(z, idx) @ v, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(per_example, pot.directional(x, Lm @ v, idx)[1], atol=1e-9)
+    np.testing.assert_allclose(white.per_example_grads(z, idx) @ v, per_example, atol=1e-9)
+    np.testing.assert_allclose(
+        white.per_example_grads(z, idx), pot.per_example_grads(x, idx) @ Lm, atol=1e-9
+    )
+    full_z, full_x = white.full_value_and_grad(z), pot.full_value_and_grad(x)
+    np.testing.assert_allclose(full_z[0], full_x[0], rtol=1e-12)
+    np.testing.assert_allclose(full_z[1], Lm.T @ full_x[1], rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(white.to_model(z), x, rtol=1e-12)
+    np.testing.assert_allclose(white.from_model(x), z, rtol=1e-9, atol=1e-9)
+    batch = jnp.stack([z, 2 * z, -z])  # draws, (num_draws, D), map as a batch
+    np.testing.assert_allclose(white.from_model(white.to_model(batch)), batch, atol=1e-9)
+    np.testing.assert_allclose(white.unravel(z)["x"], x, rtol=1e-12)
+    # the curvature pulls back as Lᵀ H L: the identity for the dense Laplace factor
+    expected = np.eye(4) if kind == "dense" else Lm.T @ X.T @ X @ Lm
+    np.testing.assert_allclose(full_hessian(white, jnp.zeros(4)), expected, atol=1e-8)
+
+
+def test_composes_with_control_variate_batch_size_and_nesting(small):
+    pot, X, mode = small
+    L = factors(X)["dense"]
+    cv = with_control_variate(pot, mode)
+    white = with_preconditioner(cv, mode, L)
+    assert white.cost_per_datum == 2 and white.chunk_size == 64
+    np.testing.assert_allclose(white.anchor, np.zeros(4), atol=1e-9)
+    z = jnp.array([0.3, -0.2, 1.0, 0.5])
+    batches = jnp.arange(300).reshape(-1, 30)  # each datum once: the exact expectation
+    grads = jax.vmap(lambda idx: white.grad(z, idx))(batches)
+    np.testing.assert_allclose(grads.mean(0), white.full_value_and_grad(z)[1], atol=1e-8)
+    resized = with_batch_size(white, 60)
+    assert (resized.n, resized.chunk_size, resized.cost_per_datum) == (60, 64, 2)
+    np.testing.assert_allclose(resized.to_model(z), white.to_model(z))
+    np.testing.assert_allclose(resized.value(z, batches[0]), white.value(z, batches[0]))
+    # control variates after whitening: the same estimator
+    after = with_control_variate(with_preconditioner(pot, mode, L), jnp.zeros(4))
+    np.testing.assert_allclose(after.grad(z, batches[1]), white.grad(z, batches[1]), atol=1e-8)
+    # nested: x = m + L (c2 + 2 z)
+    nested = with_preconditioner(white, jnp.ones(4), 2.0 * jnp.ones(4))
+    np.testing.assert_allclose(nested.to_model(z), white.to_model(1.0 + 2.0 * z), rtol=1e-12)
+    np.testing.assert_allclose(nested.from_model(nested.to_model(z)), z, atol=1e-9)
+
+
+def _scale_model(y):
+    loc = numpyro.sample("loc", dist.Normal(0.0, 10.0))
+    scale = numpyro.sample("scale", dist.HalfNormal(2.0))
+    with numpyro.plate("data", y.shape[0]) as idx:
+        numpyro.sample("y", dist.Normal(loc, scale), obs=y[idx])
+
+
+def test_unravel_constrain_round_trip_and_inits():
+    y = jnp.linspace(-1.0, 3.0, 50)
+    pot = make_potential(_scale_model, (y,), subsample_size=10)
+    center, factor = jnp.array([1.0, 0.2]), jnp.array([[0.3, 0.0], [0.1, 0.2]])
+    white = with_preconditioner(pot, center, factor)
+    z = jnp.array([0.5, -1.5])
+    x = center + factor @ z
+    for key in ("loc", "scale"):
+        np.testing.assert_allclose(white.unravel(z)[key], pot.unravel(x)[key], rtol=1e-12)
+        np.testing.assert_allclose(white.constrain(z)[key], pot.constrain(x)[key], rtol=1e-12)
+    np.testing.assert_allclose(white.constrain(z)["scale"], np.exp(x[1]), rtol=1e-12)
+    np.testing.assert_allclose(white.unconstrain(white.constrain(z)), z, atol=1e-10)
+    # "laplace": start at the center, draw N(0, I); "model": the model's own start
+    np.testing.assert_allclose(white.init_position, np.zeros(2))
+    assert white.draw_init(jax.random.key(0)).shape == (2,)
+    own = with_preconditioner(pot, center, factor, init="model")
+    np.testing.assert_allclose(own.to_model(own.init_position), pot.init_position, atol=1e-10)
+    draw = own.draw_init(jax.random.key(3))
+    np.testing.assert_allclose(own.to_model(draw), pot.draw_init(jax.random.key(3)), atol=1e-10)
+
+
+def test_bad_preconditioner_names_the_argument(small):
+    pot, _, mode = small
+    with pytest.raises(ValueError, match="factor must be"):
+        with_preconditioner(pot, mode, jnp.ones(3))
+    with pytest.raises(ValueError, match="center must"):
+        with_preconditioner(pot, jnp.ones(3), jnp.ones(4))
+    with pytest.raises(ValueError, match="singular"):
+        with_preconditioner(pot, mode, jnp.ones((4, 4)))
+    with pytest.raises(ValueError, match="init"):
+        with_preconditioner(pot, mode, jnp.ones(4), init="prior")
+
+
+def test_find_map_raw_scale_linear_regression_matches_ols():
+    pot, X, y = linear_potential(100_000, 1000)
+    ols = np.linalg.solve(X.T @ X, X.T @ y)
+    result = find_map(jax.random.key(0), pot)
+    assert bool(result.converged)
+    np.testing.assert_allclose(result.position, ols, rtol=1e-6)
+    assert float(result.scaled_grad_norm) < 1e-6
+    # counted in per-datum evaluations, whole passes here (no warm start)
+    passes = float(result.num_evals) / pot.N
+    assert passes == int(passes) and 1 < passes < 200
+
+
+def test_find_map_warm_start_and_scale_converge():
+    pot, X, y = linear_potential(2000, 100, seed=3)
+    ols = np.linalg.solve(X.T @ X, X.T @ y)
+    plain = find_map(jax.random.key(0), pot)
+    warm = find_map(jax.random.key(1), pot, num_steps=200)
+    assert bool(warm.converged)
+    np.testing.assert_allclose(warm.position, ols, rtol=1e-6)
+    assert float(warm.num_evals) > 200 * 100  # Adam's minibatches count
+    scaled = find_map(jax.random.key(0), pot, scale=factors(X)["dense"])  # the exact metric
+    assert bool(scaled.converged) and float(scaled.num_evals) <= float(plain.num_evals)
+    np.testing.assert_allclose(scaled.position, ols, rtol=1e-6)
+
+
+def test_find_map_reports_non_convergence_and_compiles_once():
+    pot, X, y = linear_potential(2000, 100, seed=2)
+    stopped = find_map(jax.random.key(0), pot, polish_steps=2)
+    assert not bool(stopped.converged) and float(stopped.scaled_grad_norm) > 1e-6
+    assert int(stopped.num_iterations) == 2
+    from pplsamplers.potential import map as map_module
+
+    before = len(map_module._CACHE)
+    runner = next(reversed(map_module._CACHE.values()))[1]  # the most recent entry: ours
+    compiled = runner._cache_size()
+    again = find_map(jax.random.key(1), pot, init_position=jnp.ones(4), polish_steps=2)
+    assert len(map_module._CACHE) == before and runner._cache_size() == compiled
+    assert not bool(again.converged)
+
+
+def test_find_map_raw_logistic_regression_matches_newton():
+    X, rng = raw_design(20_000, seed=4)
+    eta = X @ np.array([-8.0, 0.08, 1.0, -0.01])
+    yv = (rng.uniform(size=len(eta)) < 1 / (1 + np.exp(-eta))).astype(float)
+    Xj, yj = jnp.asarray(X), jnp.asarray(yv)
+    terms = lambda x, idx: (
+        jnp.zeros(()),
+        jnp.logaddexp(0.0, Xj[idx] @ x) - yj[idx] * (Xj[idx] @ x),
+    )
+    pot = build_potential(terms, dim=4, N=len(yv), n=200, init_position=jnp.zeros(4))
+    beta = np.zeros(4)
+    for _ in range(30):  # Newton / IRLS, the reference
+        p = 1 / (1 + np.exp(-X @ beta))
+        beta = beta + np.linalg.solve(X.T @ (X * (p * (1 - p))[:, None]), X.T @ (yv - p))
+    result = find_map(jax.random.key(0), pot)
+    assert bool(result.converged)
+    np.testing.assert_allclose(result.position, beta, rtol=1e-6)
+
+
+def test_full_value_with_grad_is_one_pass_and_exact(small):
+    pot, _, mode = small
+    value, grad = jax.value_and_grad(full_value_with_grad(pot))(jnp.asarray(mode) + 0.1)
+    expected = pot.full_value_and_grad(jnp.asarray(mode) + 0.1)
+    np.testing.assert_allclose(value, expected[0], rtol=1e-12)
+    np.testing.assert_allclose(grad, expected[1], rtol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["dense", "diag"])
+def test_posterior_scale_is_the_inverse_hessian(small, kind):
+    pot, X, mode = small
+    H = X.T @ X
+    L, info = posterior_scale(pot, jnp.asarray(mode), kind)
+    assert info["kind"] == kind and info["num_clipped"] == 0 and info["method"] == "hessian"
+    if kind == "dense":
+        np.testing.assert_allclose(L @ L.T, np.linalg.inv(H), rtol=1e-7)
+        np.testing.assert_allclose(L, np.tril(L))
+    else:
+        np.testing.assert_allclose(L, 1 / np.sqrt(np.diag(H)), rtol=1e-10)
+    assert info["num_evals"] == 4 * pot.N
+
+
+def test_fisher_diagonal_estimates_the_hessian_diagonal():
+    pot, X, y = linear_potential(20_000, 100, seed=5)
+    mode = jnp.asarray(np.linalg.solve(X.T @ X, X.T @ y))
+    L, info = posterior_scale(pot, mode, "diag", method="fisher")
+    assert info["num_evals"] == pot.N
+    np.testing.assert_allclose(L, 1 / np.sqrt(np.diag(X.T @ X)), rtol=0.05)  # unit noise
+    with pytest.raises(ValueError, match="control_variate"):
+        posterior_scale(with_control_variate(pot, mode), mode, "diag", method="fisher")
+
+
+def test_posterior_scale_floors_indefinite_and_flat_curvature():
+    A = np.diag([4.0, -1.0, 0.0])  # a saddle direction and a flat one
+    Q = np.linalg.qr(np.random.default_rng(0).normal(size=(3, 3)))[0]
+    H = jnp.asarray(Q @ A @ Q.T)
+    terms = lambda x, idx: (0.5 * x @ H @ x, jnp.zeros(idx.shape))
+    pot = build_potential(terms, dim=3, N=5, n=5, init_position=jnp.zeros(3))
+    L, info = posterior_scale(pot, jnp.zeros(3), "dense", rel_floor=1e-6)
+    assert (info["num_clipped"], info["num_negative"]) == (2, 1)
+    cov = np.asarray(L @ L.T)
+    np.testing.assert_allclose(
+        np.linalg.eigvalsh(cov), np.sort([1 / 4.0, 1 / 1.0, 1 / (4e-6)]), rtol=1e-6
+    )
+    Ld, info_d = posterior_scale(pot, jnp.zeros(3), "diag")
+    assert np.all(np.isfinite(Ld)) and np.all(Ld > 0)
+    flat = build_potential(
+        lambda x, idx: (0.0 * x[0], jnp.zeros(idx.shape)),
+        dim=1,
+        N=2,
+        n=2,
+        init_position=jnp.zeros(1),
+    )
+    with pytest.raises(ValueError, match="flat"):
+        posterior_scale(flat, jnp.zeros(1))
+
+
+def test_suggest_batch_size_monotone_in_N_and_full_for_tiny_N():
+    sizes = []
+    for N in (4_000, 32_000):
+        pot, X, y = linear_potential(N, 10, seed=6)
+        mode = jnp.asarray(np.linalg.solve(X.T @ X, X.T @ y))
+        L = jnp.asarray(np.linalg.cholesky(np.linalg.inv(X.T @ X)))
+        n, reason = suggest_batch_size(jax.random.key(0), pot, mode, L, target=4.0)
+        assert reason.startswith(f"n = {n} of N = {N}") and "plain" in reason
+        sizes.append(n)
+    assert 32 < sizes[0] < sizes[1] < 32_000
+    # control variates: noise that does not grow with N, so a much smaller batch
+    n_cv, reason = suggest_batch_size(
+        jax.random.key(0), with_control_variate(pot, mode), mode, L, target=0.3
+    )
+    assert n_cv < sizes[1] and "control-variate" in reason
+    tiny, X, y = linear_potential(20, 5, seed=7)
+    mode = jnp.asarray(np.linalg.solve(X.T @ X, X.T @ y))
+    L = jnp.asarray(np.linalg.cholesky(np.linalg.inv(X.T @ X)))
+    assert suggest_batch_size(jax.random.key(1), tiny, mode, L)[0] == 20
