@@ -32,8 +32,10 @@ Protocol (the same rigour for every method, as the paper asks):
   Each grid point runs ``tune_chains`` chains on tuning keys; the lowest mean final error
   wins; the winner is then rerun on fresh evaluation keys, and those curves are reported.
   HAMCMC: λ = 1 (paper, Table 1), and its 2M SGLD start steps use the step 1/L.
-* SGLD and pSGLD are the updates of :mod:`pplsamplers.kernels.sgld` with the schedule
-  (that kernel takes a constant ε; the update is checked to agree with it step for step).
+* SGLD and pSGLD are the updates of :mod:`pplsamplers.kernels.sgld` with the schedule; the
+  SGLD update is checked to agree with the package kernel step for step, and pSGLD is Li et
+  al.'s Alg. 1 with the package's metric G = 1/(λ + √a), updated at every step (the
+  package's PSGLD freezes G after warmup).
   SGRLD uses the constant metric G = P (the expected Fisher information of this model plus
   the prior), :mod:`pplsamplers.kernels.sgrld`.
 * Cost: a single chain runs ``time_steps`` steps in one compiled ``lax.scan``; the best of
@@ -85,45 +87,44 @@ def scheduled_sgld(
 ):
     """The SGLD / pSGLD update of :mod:`pplsamplers.kernels.sgld` with ε_t = (a/t)^0.51.
 
-    State ``(sgld.SGLDState, t)``.  With ``schedule="constant"`` it is the package kernel
-    (checked by :func:`check_against_package`).
+    State ``(position, RMSprop average, t)``.  With ``schedule="constant"`` SGLD is the package
+    kernel (checked by :func:`check_against_package`); pSGLD updates its metric every step.
     """
 
     def step(key, state):
-        inner, t = state
+        position, square_avg, t = state
         t = t + 1
         eps = hamcmc.step_size_at(t, a, 1, schedule, EXPONENT)
         batch_key, noise_key = jax.random.split(key)
-        grad = potential.grad(inner.position, potential.sample_indices(batch_key))
-        square_avg = inner.square_avg
+        grad = potential.grad(position, potential.sample_indices(batch_key))
         if preconditioned:
             fresh = jnp.all(square_avg == 0.0)
             square_avg = jnp.where(
                 fresh, grad**2, rmsprop_decay * square_avg + (1 - rmsprop_decay) * grad**2
             )
-            metric = 1.0 / (rmsprop_eps + jnp.sqrt(square_avg))
+            metric = sgld.rmsprop_metric(square_avg, rmsprop_eps)
         else:
             metric = jnp.ones_like(grad)
         noise = jax.random.normal(noise_key, grad.shape, grad.dtype)
-        position = inner.position - eps * metric * grad + jnp.sqrt(2 * eps * metric) * noise
-        return (sgld.SGLDState(position, square_avg), t), eps
+        position = position - eps * metric * grad + jnp.sqrt(2 * eps * metric) * noise
+        return (position, square_avg, t), eps
 
-    init = lambda x: (sgld.init(x), jnp.asarray(0))
-    return step, init, lambda state: state[0].position
+    init = lambda x: (x, jnp.zeros_like(x), jnp.asarray(0))
+    return step, init, lambda state: state[0]
 
 
 def check_against_package(potential: SubsampledPotential) -> None:
-    """The benchmark's SGLD/pSGLD update equals the package kernel (constant ε)."""
-    for preconditioned in (False, True):
-        ours, init, position = scheduled_sgld(
-            potential, 1e-4, preconditioned=preconditioned, schedule="constant"
-        )
-        theirs = sgld.build_kernel(potential, 1e-4, preconditioned=preconditioned)
-        a, b = init(jnp.zeros(potential.dim)), sgld.init(jnp.zeros(potential.dim))
-        for key in jax.random.split(jax.random.key(0), 3):
-            a, _ = ours(key, a)
-            b, _ = theirs(key, b)
-        np.testing.assert_allclose(position(a), b.position, rtol=1e-12)
+    """The benchmark's SGLD update equals the package kernel (constant ε)."""
+    ours, init, position = scheduled_sgld(
+        potential, 1e-4, preconditioned=False, schedule="constant"
+    )
+    theirs, params = sgld.build_kernel(), sgld.SGLDParams(1e-4, jnp.ones(potential.dim))
+    start = jnp.zeros(potential.dim)
+    a, b = init(start), sgld.init(jax.random.key(0), start, potential, params)
+    for key in jax.random.split(jax.random.key(0), 3):
+        a, _ = ours(key, a)
+        b, _ = theirs(key, b, potential, params)
+    np.testing.assert_allclose(position(a), b.position, rtol=1e-12)
 
 
 @dataclass
@@ -138,6 +139,15 @@ def methods_for(potential, precision, memory_sizes, quick):
     L = float(np.linalg.eigvalsh(precision).max())
     to_a = lambda eps1: eps1 ** (1 / EXPONENT)  # ε_1 = a^0.51
 
+    def with_step_size(kernel, params, init):
+        """``(step(k, s) -> (state, ε_t), init, position)`` of a package kernel."""
+
+        def step(key, state):
+            state, info = kernel(key, state, potential, params)
+            return state, info.step_size
+
+        return step, init, lambda state: state.position
+
     def sgld_method(preconditioned):
         def build(eps1):
             return scheduled_sgld(potential, to_a(eps1), preconditioned=preconditioned)
@@ -146,37 +156,24 @@ def methods_for(potential, precision, memory_sizes, quick):
 
     def sgrld_method(factorize=False):
         def build(eps1):
-            step = sgrld.build_kernel(
-                potential,
-                to_a(eps1),
-                jnp.asarray(precision),
-                schedule="polynomial",
-                factorize_each_step=factorize,
-            )
-            return (
-                (lambda k, s: (lambda out: (out[0], out[1].step_size))(step(k, s))),
-                sgrld.init,
-                lambda s: s.position,
-            )
+            kernel = sgrld.build_kernel("polynomial", factorize)
+            params = sgrld.make_params(to_a(eps1), jnp.asarray(precision), EXPONENT)
+            return with_step_size(kernel, params, lambda x: sgrld.init(None, x, potential, params))
 
         return build
 
     def hamcmc_method(memory_size):
         def build(eps1, base):
-            step = hamcmc.build_kernel(
-                potential,
+            kernel = hamcmc.build_kernel(memory_size, "polynomial")
+            params = hamcmc.HAMCMCParams(
                 to_a(eps1),
-                memory_size=memory_size,
-                damping=DAMPING,
                 initial_scale=base / (L * eps1),
-                schedule="polynomial",
+                damping=DAMPING,
+                decay_exponent=EXPONENT,
                 sgld_step_size=1.0 / L,
             )
-            return (
-                (lambda k, s: (lambda out: (out[0], out[1].step_size))(step(k, s))),
-                lambda x: hamcmc.init(x, memory_size),
-                lambda s: s.position,
-            )
+            start = lambda x: hamcmc.init(None, x, potential, params, memory_size=memory_size)
+            return with_step_size(kernel, params, start)
 
         return build
 

@@ -52,16 +52,14 @@ HEADER = (
 )
 
 
-def scaled(potential: SubsampledPotential, factor: jax.Array) -> SubsampledPotential:
-    """The potential of y = x / factor, i.e. terms(factor·y, idx)."""
-    terms = lambda y, idx: potential.terms(factor * y, idx)
-    return build_potential(
-        terms,
-        dim=potential.dim,
-        N=potential.N,
-        n=potential.n,
-        init_position=potential.init_position / factor,
-    )
+def sampler(method: str, step: jax.Array, dim: int) -> tuple[Callable, Any]:
+    """The kernel and params of ``method`` at ``step`` (σ for SGBD, √(2ε) for SGLD / c-SGLD)."""
+    if method in BARKER_VARIANTS:
+        return sgbd.build_kernel(method), sgbd.make_params(step, dim)
+    epsilon = step**2 / 2.0
+    if method == "SGLD":
+        return sgld.build_kernel(), sgld.SGLDParams(epsilon, jnp.ones(dim, epsilon.dtype))
+    return csgld.build_kernel(), csgld.CSGLDParams(epsilon)
 
 
 def sample_sweep(
@@ -77,34 +75,32 @@ def sample_sweep(
 ) -> tuple[np.ndarray, float]:
     """Draws (F, chains, steps − burn, D) for the F step sizes ``steps_sd``; seconds per F.
 
-    SGBD: σ = step (σ lives in the kernel state).  SGLD and c-SGLD: √(2ε) = step.  So that
-    one compilation serves every ε, they run with step 1 on y = x/√ε, whose potential is
-    U(√ε y): the SGLD update x ← x − ε∇U(x) + √(2ε)ξ is exactly y ← y − ∇_y U(√ε y) + √2 ξ
-    (and c-SGLD's τ̂ scales by √ε, so its injected variance 2 − τ̂_y² is (2ε − ε²τ̂²)/ε).
+    SGBD: σ = step.  SGLD and c-SGLD: √(2ε) = step.  The step is a traced kernel param, so
+    one compilation serves every step size.  With ``adapt_during_burn`` (SGBD only) the burn-in
+    is SGBD's warmup: σ_j = 1.702/(1.233 τ̂_j) after every step (§4.2), frozen afterwards.
     """
 
     def run_one(step_size: jax.Array, sweep_key: jax.Array) -> jax.Array:
-        if method in BARKER_VARIANTS:
-            kernel = sgbd.build_kernel(potential, variant=method)
-            warm = sgbd.build_kernel(potential, variant=method, adapt_step_size=True)
-            first = warm if adapt_during_burn else kernel
-            state, factor = sgbd.init(jnp.asarray(start), step_size), 1.0
-        else:
-            factor = step_size / jnp.sqrt(2.0)  # √ε
-            with jax.ensure_compile_time_eval():
-                module = sgld if method == "SGLD" else csgld
-                kernel = module.build_kernel(scaled(potential, factor), 1.0)
-            first, state = kernel, module.init(jnp.asarray(start) / factor)
+        kernel, params = sampler(method, step_size, potential.dim)
+        module = sgbd if method in BARKER_VARIANTS else sgld if method == "SGLD" else csgld
+        state = module.init(sweep_key, jnp.asarray(start), potential, params)
+
+        def burn_step(carry: tuple, k: jax.Array) -> tuple[tuple, None]:
+            s, p = carry
+            s, _ = kernel(k, s, potential, p)
+            if adapt_during_burn:
+                p = p._replace(step_size=sgbd.adaptive_step_size(s.tau, p.step_size))
+            return (s, p), None
 
         def chain(chain_key: jax.Array) -> jax.Array:
             burn_key, sample_key = jax.random.split(chain_key)
-            current, _ = jax.lax.scan(
-                lambda s, k: (first(k, s)[0], None), state, jax.random.split(burn_key, burn)
+            (current, frozen), _ = jax.lax.scan(
+                burn_step, (state, params), jax.random.split(burn_key, burn)
             )
 
             def record(s: Any, k: jax.Array) -> tuple[Any, jax.Array]:
-                s, _ = kernel(k, s)
-                return s, s.position * factor
+                s, _ = kernel(k, s, potential, frozen)
+                return s, s.position
 
             return jax.lax.scan(record, current, jax.random.split(sample_key, steps - burn))[1]
 

@@ -28,7 +28,13 @@ from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
 from pplsamplers.infer.spec import KernelSpec, WarmupWindow
-from pplsamplers.infer.warmup import Prepared, SamplerOptions, prepare, starting_point
+from pplsamplers.infer.warmup import (
+    Prepared,
+    SamplerOptions,
+    model_time_averages,
+    prepare,
+    starting_point,
+)
 from pplsamplers.potential import SubsampledPotential
 from pplsamplers.types import Array, PRNGKey
 
@@ -254,6 +260,7 @@ class SubsampledKernel(MCMCKernel):
                 new_state, params, adapt_state = jax.lax.cond(
                     state.iteration < num_warmup, adapt, keep, warmup_key, state, new_state, info
                 )
+            info = model_time_averages(info, prepared)
             return SamplerState(
                 z=potential.unravel(spec.position(new_state)),
                 kernel_state=new_state,

@@ -1,57 +1,208 @@
-"""NumPyro adapter for the Boomerang sampler (:mod:`pplsamplers.kernels.boomerang`)."""
+"""The Boomerang declared on the generic adapter (:mod:`pplsamplers.kernels.boomerang`).
+
+The reference N(x*, Σ*) is a tunable (:class:`~pplsamplers.kernels.boomerang.BoomerangParams`
+``.reference``) built once by ``default_params`` for the potential the kernel runs on; warmup
+adapts Δ only (t_init and the horizon cap are in radians of the flow and fixed).
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pplsamplers.infer.base import InitFn, StepFn
-from pplsamplers.infer.bps import (
+from pplsamplers import validation
+from pplsamplers.infer.adapter import SubsampledKernel
+from pplsamplers.infer.pdmp import (
     PDMPAdaptState,
-    _PDMPAdapter,
+    PDMPConfig,
     adapt_tuning,
+    config_from,
     init_adapt,
+    pdmp_spec,
 )
-from pplsamplers.kernels import boomerang as boomerang_kernel
+from pplsamplers.infer.spec import KernelSpec, WarmupWindow
+from pplsamplers.kernels import boomerang
 from pplsamplers.kernels.boomerang_reference import (
     GaussianReference,
     build_reference,
     gaussian_reference,
 )
-from pplsamplers.pdmp.interpolation import PDMPTuning
+from pplsamplers.pdmp.builder import PDMPState
+from pplsamplers.pdmp.events import PDMPInfo
 from pplsamplers.potential import SubsampledPotential, find_map
 from pplsamplers.types import Array, PRNGKey
 
-_STARTS = ("reference", "map", "model")
+STARTS = ("reference", "map", "model")
+CURVATURES = ("hessian", "fisher", "full_hessian")
+MAP_EVALS = (500, 50)
+"""``find_map``'s default data cost: 500 minibatch steps (n each) and ~50 full passes."""
 
 
-class Boomerang(_PDMPAdapter):
+@dataclass(frozen=True)
+class BoomerangConfig(PDMPConfig):
+    """The Boomerang's options, validated once (``reference`` too, before any compilation)."""
+
+    t_init: float = 0.25
+    max_extrapolation: float = 0.5
+    reference: str | tuple[Array, Array] = "auto"
+    curvature: str = "hessian"
+    gamma: float = 1.0
+    start: str = "reference"
+    map_seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.t_init is None or self.max_extrapolation is None:
+            raise ValueError(
+                "t_init and max_extrapolation must be given for the Boomerang "
+                "(finite positive times in radians of its flow)."
+            )
+        super().__post_init__()
+        validation.one_of("curvature", self.curvature, CURVATURES)
+        validation.positive("gamma", self.gamma)
+        validation.one_of("start", self.start, STARTS)
+        if isinstance(self.reference, str):
+            validation.one_of("reference", self.reference, ("auto",))
+            return
+        try:
+            mean, covariance = self.reference
+        except (TypeError, ValueError):
+            raise ValueError("reference must be 'auto' or a pair (mean, covariance).") from None
+        gaussian_reference(mean, covariance)  # validates now
+
+
+@dataclass
+class SetupCost:
+    """What building the reference cost: seconds and per-datum evaluations (a lower bound:
+    L-BFGS line searches may evaluate more)."""
+
+    seconds: float = 0.0
+    data_evals: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def kernel_reference(
+    potential: SubsampledPotential, mean: Array, covariance: Array
+) -> GaussianReference:
+    """A user reference N(``mean``, ``covariance``), given in the model's flat unconstrained
+    coordinates x, in the kernel's coordinates z (the same unless the potential is
+    preconditioned, x = x₀ + L z: then z* = L⁻¹(x* − x₀) and Σ_z = L⁻¹ Σ L⁻ᵀ)."""
+    gaussian_reference(mean, covariance, dim=potential.dim)  # validated in x
+    dtype = jnp.asarray(potential.init_position).dtype
+    mean = jnp.asarray(mean, dtype)
+    covariance = np.asarray(covariance, dtype=float)
+    jacobian = np.asarray(jax.jacfwd(potential.from_model)(mean), dtype=float)
+    z_mean = potential.from_model(mean)
+    if covariance.ndim == 1 and np.array_equal(jacobian, np.diag(np.diag(jacobian))):
+        return gaussian_reference(z_mean, np.diag(jacobian) ** 2 * covariance)
+    full = np.diag(covariance) if covariance.ndim == 1 else covariance
+    return gaussian_reference(z_mean, jacobian @ full @ jacobian.T)
+
+
+def make_reference(
+    config: BoomerangConfig, potential: SubsampledPotential, cost: SetupCost
+) -> GaussianReference:
+    """The reference for ``potential``: the user's, or x* = the control-variate anchor (else
+    the MAP) and Σ* = γ diag(curvature at x*)⁻¹ (or the dense γ H⁻¹)."""
+    started, evals = time.perf_counter(), 0
+    if not isinstance(config.reference, str):
+        reference = kernel_reference(potential, *config.reference)
+    else:
+        mean, curvature = potential.anchor, config.curvature
+        if mean is None:
+            mean = find_map(jax.random.PRNGKey(config.map_seed), potential).position
+            evals += MAP_EVALS[0] * potential.n + MAP_EVALS[1] * potential.N
+        elif curvature == "fisher":
+            # a control-variate potential's per-datum gradients vanish at its anchor, so the
+            # summed squared gradients are not available there: use the exact diagonal
+            curvature = "hessian"
+            cost.notes.append("curvature 'fisher' replaced by 'hessian' (control variate)")
+        reference = build_reference(
+            jax.random.PRNGKey(config.map_seed),
+            potential,
+            curvature=curvature,
+            gamma=config.gamma,
+            mean=mean,
+        )
+        evals += potential.N * (1 if curvature == "fisher" else potential.dim)
+    cost.seconds, cost.data_evals = time.perf_counter() - started, evals
+    return reference
+
+
+def boomerang_spec(config: BoomerangConfig, cost: SetupCost | None = None) -> KernelSpec:
+    """The :class:`KernelSpec` of the Boomerang (``cost`` records the reference set-up)."""
+    cost = SetupCost() if cost is None else cost
+    thinning = config.thinning
+    pdmp = boomerang.build_pdmp(
+        alpha=thinning.alpha,
+        max_evaluations=thinning.max_evaluations,
+        max_events_per_sample=thinning.max_events_per_sample,
+        min_gap=thinning.min_gap,
+        noise_margin=thinning.noise_margin,
+    )
+
+    def default_params(
+        rng_key: PRNGKey, potential: SubsampledPotential
+    ) -> boomerang.BoomerangParams:
+        return boomerang.make_params(
+            make_reference(config, potential, cost),
+            sample_interval=config.sample_interval or 1.0,
+            t_init=config.t_init,
+            max_extrapolation=config.max_extrapolation,
+            refresh_rate=config.refresh_rate,
+        )
+
+    def warmup(
+        rng_key: PRNGKey,
+        state: PDMPState,
+        params: boomerang.BoomerangParams,
+        adapt: PDMPAdaptState,
+        info: PDMPInfo,
+        potential: SubsampledPotential,
+        window: WarmupWindow,
+    ) -> tuple[PDMPState, boomerang.BoomerangParams, PDMPAdaptState]:
+        target = config.target_evals_per_sample
+        params, adapt = adapt_tuning(params, adapt, info, target_evals=target, adapt_interval=True)
+        return state, params, adapt
+
+    def start(rng_key: PRNGKey, potential: SubsampledPotential, params: Any) -> Array:
+        reference = params.reference
+        return reference.mean if config.start == "map" else reference.mean + reference.draw(rng_key)
+
+    return pdmp_spec(
+        pdmp,
+        default_params=default_params,
+        warmup=warmup if config.sample_interval is None else None,
+        warmup_init=lambda state, params: init_adapt(state.position),
+        start=None if config.start == "model" else start,
+    )
+
+
+class Boomerang(SubsampledKernel):
     """The Boomerang sampler with adaptive interpolation thinning, as a NumPyro kernel.
 
     Goan et al. §2.3 / Bierkens et al. (2020) with the errata of DESIGN §5: elliptical flow
     around x*, velocities N(0, Σ*) refreshed at rate λ_ref, rate [v·∇E]_+ and reflection in
     the Σ* metric with ∇E = ∇Ũ − Σ*⁻¹(x − x*); event times by Alg. 2.
 
-    The reference N(x*, Σ*) is built automatically (``reference="auto"``): x* is the MAP
-    (:func:`~pplsamplers.potential.find_map`, or the control-variate anchor when
-    ``control_variate=True``, which is that same MAP) and Σ* = γ diag(curvature at x*)⁻¹ with
-    ``curvature="hessian"`` (exact diagonal, D Hessian-vector products) or ``"fisher"``
-    (summed squared per-example gradients plus the prior's curvature).  ``reference=(mean,
-    covariance)`` gives it instead: a vector of variances, or a full covariance matrix (used
-    through its Cholesky factor).  A covariance that is not positive definite raises
-    ``ValueError``.  The reference is available as ``kernel.reference`` after ``init``, with
-    the one-time cost of building it in ``kernel.setup_seconds`` and
+    The reference N(x*, Σ*) is built automatically (``reference="auto"``) for the potential
+    the kernel runs on: x* is the control-variate anchor when there is one (the MAP with
+    ``control_variate=True``), else the MAP (:func:`~pplsamplers.potential.find_map`), and
+    Σ* = γ diag(curvature at x*)⁻¹ with ``curvature="hessian"`` (exact diagonal, D
+    Hessian-vector products) or ``"fisher"`` (summed squared per-example gradients plus the
+    prior's curvature; with a control variate the exact diagonal is used, since the
+    per-example gradients of a control-variate potential vanish at its anchor).
+    ``reference=(mean, covariance)`` gives it instead: a vector of variances, or a full
+    covariance matrix (used through its Cholesky factor).  A covariance that is not positive
+    definite raises ``ValueError``.  After ``init`` the reference is ``kernel.reference``, and
+    the one-time cost of building it is ``kernel.setup_seconds`` and
     ``kernel.setup_data_evals`` (a lower bound: MAP search, curvature and control-variate
     anchor passes; L-BFGS line searches may evaluate more).
-
-    Gradients: full batch without ``subsample_size`` (exact up to bound violations),
-    minibatch with ``subsample_size=n`` (the paper's approximate scheme), control variates
-    anchored at x* with ``control_variate=True`` too (far less noise near x*).
 
     Parameters
     ----------
@@ -77,15 +228,14 @@ class Boomerang(_PDMPAdapter):
         Envelope start offset and horizon cap, in radians.  The horizon cap matters more than
         α: a long extrapolation can step over an event (no proposal, no violation counted).
     max_evaluations, max_events_per_sample, min_gap, noise_margin
-        As in :class:`~pplsamplers.infer.bps.BPS`.
+        As in :class:`~pplsamplers.BPS`.
     start
         ``"reference"`` (default): chains start at draws of N(x*, Σ*); ``"map"``: at x*;
         ``"model"``: NumPyro's ``init_strategy``.  ``init_params`` always wins.
     map_seed
         Seed of the MAP search.
-    **kwargs
-        ``subsample_size``, ``control_variate``, ``data_plate``, ``potential``,
-        ``init_strategy``.
+    **options
+        What every sampler takes (:class:`~pplsamplers.infer.adapter.SubsampledKernel`).
 
     Examples
     --------
@@ -121,143 +271,40 @@ class Boomerang(_PDMPAdapter):
         noise_margin: float | None = None,
         start: str = "reference",
         map_seed: int = 0,
-        **kwargs: Any,
+        **options: Any,
     ) -> None:
-        self._store_pdmp_options(
-            refresh_rate=refresh_rate,
-            alpha=alpha,
-            sample_interval=sample_interval,
-            target_evals_per_sample=target_evals_per_sample,
-            t_init=t_init,
-            max_extrapolation=max_extrapolation,
-            max_evaluations=max_evaluations,
-            max_events_per_sample=max_events_per_sample,
-            min_gap=min_gap,
-            noise_margin=noise_margin,
-        )
-        if t_init is None or max_extrapolation is None:
-            raise ValueError(
-                "t_init and max_extrapolation must be given for the Boomerang "
-                "(finite positive times in radians of its flow)."
-            )
-        if curvature not in ("hessian", "fisher", "full_hessian"):
-            raise ValueError(
-                f"curvature must be 'hessian', 'fisher' or 'full_hessian'; got {curvature!r}."
-            )
-        if (
-            isinstance(gamma, bool)
-            or not isinstance(gamma, int | float)
-            or not (np.isfinite(gamma) and gamma > 0)
-        ):
-            raise ValueError(f"gamma must be a finite positive number; got {gamma!r}.")
-        if start not in _STARTS:
-            raise ValueError(f"start must be one of {_STARTS}; got {start!r}.")
-        if isinstance(reference, str):
-            if reference != "auto":
-                raise ValueError(
-                    f"reference must be 'auto' or (mean, covariance); got {reference!r}."
-                )
-            self._user_reference = None
-        else:
-            try:
-                mean, covariance = reference
-            except (TypeError, ValueError):
-                raise ValueError("reference must be 'auto' or a pair (mean, covariance).") from None
-            gaussian_reference(mean, covariance)  # validates now, before any compilation
-            self._user_reference = (mean, covariance)
-        super().__init__(model, **kwargs)
-        self.curvature = curvature
-        self.gamma = float(gamma)
-        self.start = start
-        self.map_seed = int(map_seed)
-        self.reference: GaussianReference | None = None
-        self.setup_seconds = 0.0
-        self.setup_data_evals = 0
-        self._pre_cv_potential: SubsampledPotential | None = None
+        self.config = config_from(BoomerangConfig, locals())
+        self.setup = SetupCost()
+        super().__init__(model, boomerang_spec(self.config, self.setup), **options)
 
-    def _apply_control_variate(self, potential: SubsampledPotential) -> SubsampledPotential:
-        # the "fisher" curvature needs the per-example gradients of the plain potential
-        self._pre_cv_potential = potential
-        started = time.perf_counter()
-        out = super()._apply_control_variate(potential)
-        self._cv_seconds = time.perf_counter() - started if out is not potential else 0.0
-        return out
+    @property
+    def reference(self) -> GaussianReference | None:
+        """N(x*, Σ*) in the kernel's coordinates (``None`` before ``init``)."""
+        return None if self.prepared is None else self.prepared.params.reference
 
-    def _make_reference(self, potential: SubsampledPotential) -> GaussianReference:
-        started = time.perf_counter()
-        evals = 0
-        if self._user_reference is not None:
-            reference = gaussian_reference(*self._user_reference, dim=potential.dim)
-        else:
-            plain = self._pre_cv_potential or potential
-            mean = potential.anchor
-            if mean is None:
-                mean = find_map(jax.random.PRNGKey(self.map_seed), plain).position
-                evals += 500 * plain.n + 50 * plain.N  # find_map defaults (lower bound)
-            reference = build_reference(
-                jax.random.PRNGKey(self.map_seed),
-                plain,
-                curvature=self.curvature,
-                gamma=self.gamma,
-                mean=mean,
-            )
-            evals += plain.N if self.curvature == "fisher" else plain.dim * plain.N
-        if potential.anchor is not None:
-            evals += potential.N + (
-                500 * potential.n + 50 * potential.N
-                if not isinstance(self._control_variate, jax.Array | np.ndarray)
-                else 0
-            )
-        self.setup_seconds = time.perf_counter() - started + getattr(self, "_cv_seconds", 0.0)
-        self.setup_data_evals = int(evals)
-        return reference
+    @property
+    def setup_seconds(self) -> float:
+        """Seconds spent building the reference."""
+        return self.setup.seconds
 
-    def build(self, potential: SubsampledPotential, num_warmup: int) -> tuple[InitFn, StepFn]:
-        reference = self._make_reference(potential)
-        self.reference = reference
-        if self.start == "map":
-            self._start_position = reference.mean
-        elif self.start == "reference":
-            self._start_position = lambda key: reference.mean + reference.draw(key)
-        else:
-            self._start_position = None
-        kernel = boomerang_kernel.build_kernel(
-            potential,
-            reference,
-            refresh_rate=self.refresh_rate,
-            alpha=self.alpha,
-            max_evaluations=self.max_evaluations,
-            max_events_per_sample=self.max_events_per_sample,
-            **self._noise_handling(potential),
-        )
-        tuning0 = (self.sample_interval or 1.0, self.t_init, self.max_extrapolation)
-        adapt_kwargs = dict(
-            target_evals=self.target_evals_per_sample, adapt_interval=self.sample_interval is None
-        )
-
-        def init(rng_key: PRNGKey, position: Array):
-            state = boomerang_kernel.init(rng_key, position, reference)
-            dtype = state.position.dtype
-            tuning = PDMPTuning(*(jnp.asarray(t, dtype) for t in tuning0))
-            return state._replace(tuning=tuning), init_adapt(state.position)
-
-        def step(
-            rng_key: PRNGKey,
-            state: boomerang_kernel.BoomerangState,
-            adapt: PDMPAdaptState,
-            iteration: Array,
-        ):
-            new_state, info = kernel(rng_key, state)
-            tuning, new_adapt = adapt_tuning(new_state.tuning, adapt, info, **adapt_kwargs)
-            warm = iteration < num_warmup
-            keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(warm, a, b), new, old)
-            return (
-                new_state._replace(tuning=keep(tuning, new_state.tuning)),
-                keep(new_adapt, adapt),
-                info,
-            )
-
-        return init, step
+    @property
+    def setup_data_evals(self) -> int:
+        """Per-datum evaluations of the reference set-up and of the control-variate anchor
+        (its full pass, and the MAP search when ``control_variate=True``)."""
+        evals = self.setup.data_evals
+        potential = self.potential
+        if potential is not None and potential.anchor is not None:
+            evals += potential.N
+            if self.options.control_variate is True:
+                evals += MAP_EVALS[0] * potential.n + MAP_EVALS[1] * potential.N
+        return int(evals)
 
 
-__all__ = ["Boomerang"]
+__all__ = [
+    "Boomerang",
+    "BoomerangConfig",
+    "SetupCost",
+    "boomerang_spec",
+    "kernel_reference",
+    "make_reference",
+]

@@ -1,17 +1,140 @@
-"""NumPyro adapters for HAMCMC (:mod:`pplsamplers.kernels.hamcmc`) and its SGRLD baseline."""
+"""HAMCMC (:mod:`pplsamplers.kernels.hamcmc`) and its SGRLD baseline (:mod:`~.kernels.sgrld`)
+declared on the generic adapter."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 
-from pplsamplers.infer.base import InitFn, StepFn, SubsampledKernel
+from pplsamplers import validation
+from pplsamplers.infer.adapter import SubsampledKernel
+from pplsamplers.infer.spec import KernelSpec
 from pplsamplers.kernels import hamcmc, sgrld
 from pplsamplers.kernels.hamcmc import Schedule
 from pplsamplers.potential import SubsampledPotential
 from pplsamplers.types import Array, PRNGKey
+
+SCHEDULES = ("constant", "polynomial")
+
+
+def spd_matrix(name: str, value: Any) -> np.ndarray:
+    """``value`` as a float array if it is a finite symmetric positive definite matrix."""
+    matrix = np.asarray(value, dtype=float)
+    if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1] or not np.all(np.isfinite(matrix)):
+        raise ValueError(f"{name} must be a finite square (D, D) matrix; got shape {matrix.shape}.")
+    if not np.allclose(matrix, matrix.T, rtol=1e-6, atol=1e-8 * np.abs(matrix).max()):
+        raise ValueError(f"{name} must be symmetric (it is the Fisher information G).")
+    try:
+        np.linalg.cholesky(matrix)
+    except np.linalg.LinAlgError:
+        raise ValueError(
+            f"{name} must be positive definite (its Cholesky factor failed)."
+        ) from None
+    return matrix
+
+
+@dataclass(frozen=True)
+class HAMCMCConfig:
+    """HAMCMC's options, validated once."""
+
+    step_size: float = 1e-2
+    memory_size: int = 2
+    damping: float = 1.0
+    initial_scale: float = 1.0
+    schedule: Schedule = "constant"
+    sgld_step_size: float | None = None
+
+    def __post_init__(self) -> None:
+        validation.positive("step_size", self.step_size)
+        # M ≥ 2: the pairs then exclude θ_(t−M)
+        validation.at_least(
+            "memory_size", validation.positive_int("memory_size", self.memory_size), 2
+        )
+        validation.positive("damping", self.damping, allow_zero=True)
+        validation.positive("initial_scale", self.initial_scale)
+        validation.one_of("schedule", self.schedule, SCHEDULES)
+        validation.optional_positive("sgld_step_size", self.sgld_step_size)
+
+
+@dataclass(frozen=True, eq=False)
+class SGRLDConfig:
+    """SGRLD's options, validated once (G's size is checked against the model at ``init``)."""
+
+    step_size: float = 1e-2
+    metric: Array | None = None
+    schedule: Schedule = "constant"
+    factorize_each_step: bool = False
+
+    def __post_init__(self) -> None:
+        validation.positive("step_size", self.step_size)
+        if self.metric is not None:
+            spd_matrix("metric", self.metric)
+        validation.one_of("schedule", self.schedule, SCHEDULES)
+
+
+def hamcmc_spec(config: HAMCMCConfig) -> KernelSpec:
+    """The :class:`KernelSpec` of HAMCMC: the paper tunes ε by grid search, so no warmup of its
+    own (the first 2M steps are SGLD, Alg. 1)."""
+
+    def default_params(rng_key: PRNGKey, potential: SubsampledPotential) -> hamcmc.HAMCMCParams:
+        as_array = functools.partial(jnp.asarray, dtype=potential.init_position.dtype)
+        start = config.sgld_step_size
+        return hamcmc.HAMCMCParams(
+            step_size=as_array(config.step_size),
+            initial_scale=as_array(config.initial_scale),
+            damping=as_array(config.damping),
+            decay_exponent=as_array(0.51),
+            sgld_step_size=None if start is None else as_array(start),
+        )
+
+    def describe(info: hamcmc.HAMCMCInfo) -> str:
+        return (
+            f"ε {float(jnp.mean(info.step_size)):.2e}, "
+            f"skipped pairs {int(jnp.max(info.num_skipped_pairs))}, M {config.memory_size}"
+        )
+
+    return KernelSpec(
+        init=functools.partial(hamcmc.init, memory_size=config.memory_size),
+        build_kernel=lambda: hamcmc.build_kernel(config.memory_size, config.schedule),
+        default_params=default_params,
+        diagnostic_fields=("data_evals", "skipped_pairs", "step_size", "curvature", "sgld_start"),
+        describe=describe,
+    )
+
+
+def sgrld_spec(config: SGRLDConfig) -> KernelSpec:
+    """The :class:`KernelSpec` of SGRLD with a constant metric (no warmup of its own)."""
+
+    def default_params(rng_key: PRNGKey, potential: SubsampledPotential) -> sgrld.SGRLDParams:
+        dtype, dim = potential.init_position.dtype, potential.dim
+        metric = config.metric
+        if metric is not None:
+            metric = jnp.asarray(metric, dtype)
+            if metric.shape != (dim, dim):
+                raise ValueError(f"metric must have shape ({dim}, {dim}); got {metric.shape}.")
+            # G is over the model's x; the kernel runs in z with x = c + L z (L = I when not
+            # whitened), where the same metric is Lᵀ G L: the update in x is unchanged.
+            factor = jax.jacfwd(potential.to_model)(jnp.zeros(dim, dtype))
+            metric = factor.T @ metric @ factor
+        step, exponent = jnp.asarray(config.step_size, dtype), jnp.asarray(0.51, dtype)
+        return sgrld.make_params(step, metric, exponent)
+
+    def describe(info: sgrld.SGRLDInfo) -> str:
+        return f"ε {float(jnp.mean(info.step_size)):.2e}"
+
+    return KernelSpec(
+        init=sgrld.init,
+        build_kernel=lambda: sgrld.build_kernel(config.schedule, config.factorize_each_step),
+        default_params=default_params,
+        diagnostic_fields=sgrld.SGRLDInfo._fields,
+        describe=describe,
+    )
 
 
 class HAMCMC(SubsampledKernel):
@@ -44,9 +167,10 @@ class HAMCMC(SubsampledKernel):
         ``"constant"`` or ``"polynomial"`` (held constant within blocks of M steps).
     sgld_step_size
         Step of the first 2M SGLD steps (default γ ε_t).
-    **kwargs
-        ``subsample_size``, ``data_plate``, ``control_variate``, ``init_strategy``,
-        ``potential`` (see :class:`~pplsamplers.infer.base.SubsampledKernel`).
+    **options
+        The options of every sampler: ``subsample_size``, ``data_plate``, ``potential``,
+        ``control_variate``, ``precondition``, ``init_strategy``
+        (see :class:`~pplsamplers.infer.adapter.SubsampledKernel`).
 
     Examples
     --------
@@ -63,8 +187,6 @@ class HAMCMC(SubsampledKernel):
     (100,)
     """
 
-    diagnostic_fields = ("data_evals", "skipped_pairs", "step_size", "curvature", "sgld_start")
-
     def __init__(
         self,
         model: Callable | None = None,
@@ -75,44 +197,12 @@ class HAMCMC(SubsampledKernel):
         initial_scale: float = 1.0,
         schedule: Schedule = "constant",
         sgld_step_size: float | None = None,
-        **kwargs: Any,
+        **options: Any,
     ) -> None:
-        hamcmc.validate_config(
+        self.config = HAMCMCConfig(
             step_size, memory_size, damping, initial_scale, schedule, sgld_step_size
         )
-        super().__init__(model, **kwargs)
-        self.step_size = float(step_size)
-        self.memory_size = int(memory_size)
-        self._config = dict(
-            step_size=float(step_size),
-            memory_size=int(memory_size),
-            damping=float(damping),
-            initial_scale=float(initial_scale),
-            schedule=schedule,
-            sgld_step_size=None if sgld_step_size is None else float(sgld_step_size),
-        )
-
-    def build(self, potential: SubsampledPotential, num_warmup: int) -> tuple[InitFn, StepFn]:
-        kernel = hamcmc.build_kernel(potential, **self._config)
-        memory_size = self.memory_size
-
-        def init(rng_key: PRNGKey, position: Array) -> tuple[hamcmc.HAMCMCState, None]:
-            return hamcmc.init(position, memory_size), None
-
-        def step(rng_key: PRNGKey, state: hamcmc.HAMCMCState, adapt: None, iteration: Array):
-            new, info = kernel(rng_key, state)
-            return new, adapt, info
-
-        return init, step
-
-    def get_diagnostics_str(self, state: Any) -> str:
-        skipped = int(jnp.max(state.kernel_state.num_skipped_pairs))
-        text = (
-            f"ε {float(jnp.mean(state.info.step_size)):.2e}, "
-            f"skipped pairs {skipped}, M {self.memory_size}"
-        )
-        extra = super().get_diagnostics_str(state)
-        return f"{text}, {extra}" if extra else text
+        super().__init__(model, hamcmc_spec(self.config), **options)
 
 
 class SGRLD(SubsampledKernel):
@@ -129,11 +219,19 @@ class SGRLD(SubsampledKernel):
     step_size
         ε > 0, or ``a`` of ε_t = (a/t)^0.51.
     metric
-        G, ``(D, D)`` symmetric positive definite; ``None`` is the identity (SGLD).
+        G, ``(D, D)`` symmetric positive definite, over the model's flat unconstrained
+        position x; ``None`` is the identity (SGLD in the kernel's coordinates).  When the
+        adapter whitens (x = x* + L z) the kernel uses Lᵀ G L, the same metric in z, so the
+        update in x does not depend on ``precondition``.
     schedule
         ``"constant"`` or ``"polynomial"``.
     factorize_each_step
         Recompute the Cholesky factor every step (the paper's timing protocol).
+    control_variate
+        ``False`` by default: SGRLD is the paper's plain-minibatch baseline (the registry
+        marks it ``supports_control_variate=False``).
+    **options
+        See :class:`~pplsamplers.infer.adapter.SubsampledKernel`.
 
     Examples
     --------
@@ -150,8 +248,6 @@ class SGRLD(SubsampledKernel):
     (50,)
     """
 
-    diagnostic_fields = ("data_evals", "step_size")
-
     def __init__(
         self,
         model: Callable | None = None,
@@ -160,31 +256,20 @@ class SGRLD(SubsampledKernel):
         metric: Array | None = None,
         schedule: Schedule = "constant",
         factorize_each_step: bool = False,
-        **kwargs: Any,
+        control_variate: bool | str | Array = False,
+        **options: Any,
     ) -> None:
-        if not (isinstance(step_size, int | float) and 0 < step_size < float("inf")):
-            raise ValueError(f"step_size must be a finite number > 0; got {step_size!r}.")
-        super().__init__(model, **kwargs)
-        self.step_size = float(step_size)
-        self._metric = None if metric is None else jnp.asarray(metric)
-        self._config = dict(schedule=schedule, factorize_each_step=factorize_each_step)
-
-    def build(self, potential: SubsampledPotential, num_warmup: int) -> tuple[InitFn, StepFn]:
-        kernel = sgrld.build_kernel(potential, self.step_size, self._metric, **self._config)
-
-        def init(rng_key: PRNGKey, position: Array) -> tuple[sgrld.SGRLDState, None]:
-            return sgrld.init(position), None
-
-        def step(rng_key: PRNGKey, state: sgrld.SGRLDState, adapt: None, iteration: Array):
-            new, info = kernel(rng_key, state)
-            return new, adapt, info
-
-        return init, step
-
-    def get_diagnostics_str(self, state: Any) -> str:
-        text = f"ε {float(jnp.mean(state.info.step_size)):.2e}"
-        extra = super().get_diagnostics_str(state)
-        return f"{text}, {extra}" if extra else text
+        self.config = SGRLDConfig(step_size, metric, schedule, bool(factorize_each_step))
+        spec = sgrld_spec(self.config)
+        super().__init__(model, spec, control_variate=control_variate, **options)
 
 
-__all__ = ["HAMCMC", "SGRLD"]
+__all__ = [
+    "HAMCMC",
+    "SGRLD",
+    "HAMCMCConfig",
+    "SGRLDConfig",
+    "hamcmc_spec",
+    "sgrld_spec",
+    "spd_matrix",
+]

@@ -1,26 +1,168 @@
-"""NumPyro adapters for SBPS and pSBPS (:mod:`pplsamplers.kernels.sbps`)."""
+"""SBPS and pSBPS declared on the generic adapter (:mod:`pplsamplers.kernels.sbps`).
+
+The sampler's own warmup (:func:`sbps_spec`) moves the tunables :class:`SBPSParams` after each
+warmup step and is frozen afterwards:
+
+* Δ = ``target_proposals`` · t̄ (t̄ the kernel's running mean time between proposals), so that
+  one sample costs about ``target_proposals`` proposals, unless ``sample_interval`` is given;
+* λ_r = ``relative_refresh_rate`` · (mean acceptance) / t̄, a fraction of the bounce rate,
+  unless ``refresh_rate`` is given;
+* pSBPS: A = :func:`~pplsamplers.kernels.sbps.preconditioner` of the RMSprop average of the
+  bounce gradients (§5, eq. 17–18), replaced only when some A_ii moved by more than
+  ``preconditioner_tolerance`` (the buffered G̃ are then re-observed along the new A v).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from dataclasses import dataclass, fields
+from functools import partial
+from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from pplsamplers.infer.base import InitFn, StepFn, SubsampledKernel
+from pplsamplers import validation
+from pplsamplers.infer.adapter import SubsampledKernel
+from pplsamplers.infer.spec import KernelSpec, WarmupWindow
 from pplsamplers.kernels import sbps
+from pplsamplers.kernels.sbps_events import REOBSERVE_PENDING, SBPSOptions
+from pplsamplers.pdmp.events import PDMP_INFO_FIELDS, PDMPInfo
+from pplsamplers.pdmp.flow import refresh_sphere
 from pplsamplers.potential import SubsampledPotential
 from pplsamplers.types import Array, PRNGKey
 
 
-class SBPSAdaptState(NamedTuple):
-    """What warmup adapts and then freezes: Δ and λ_r (the preconditioner lives in the
-    kernel state, recomputed only during warmup)."""
+@dataclass(frozen=True)
+class SBPSConfig:
+    """SBPS's options, validated once: the kernel's structural ``kernel`` options
+    (:class:`~pplsamplers.kernels.sbps_events.SBPSOptions`) and the warmup's own (see
+    :class:`SBPS`).  :meth:`create` takes them all as flat keyword arguments."""
 
-    sample_interval: Array
-    refresh_rate: Array
+    kernel: SBPSOptions = SBPSOptions()
+    sample_interval: float | None = None
+    refresh_rate: float | None = None
+    target_proposals: float = 10.0
+    relative_refresh_rate: float = 0.01
+    buffer_size: int = 64
+    rmsprop_eps: float = 1e-4
+    preconditioner_tolerance: float = 0.05
+    start_at_anchor: bool = True
+
+    @classmethod
+    def create(cls, **options: Any) -> SBPSConfig:
+        """A config from flat keyword arguments (unknown names raise ``TypeError``)."""
+        kernel = {name: options.pop(name) for name in SBPSOptions._fields if name in options}
+        return cls(SBPSOptions(**kernel), **options)
+
+    def __post_init__(self) -> None:
+        kernel = self.kernel
+        for name in ("k", "relative_dt", "auxiliary_horizon"):
+            validation.positive(name, getattr(kernel, name))
+        for name in ("target_proposals", "rmsprop_eps", "preconditioner_tolerance"):
+            validation.positive(name, getattr(self, name))
+        validation.optional_positive("sample_interval", self.sample_interval)
+        if self.refresh_rate is not None:
+            validation.positive("refresh_rate", self.refresh_rate, allow_zero=True)
+        validation.positive("relative_refresh_rate", self.relative_refresh_rate, allow_zero=True)
+        validation.positive("relative_noise_floor", kernel.relative_noise_floor, allow_zero=True)
+        if kernel.max_observation_gap != float("inf"):
+            validation.positive("max_observation_gap", kernel.max_observation_gap)
+        validation.positive_int("buffer_size", self.buffer_size)
+        for name in ("averaging_window", "max_events_per_sample", "knot_block_size"):
+            validation.positive_int(name, getattr(kernel, name))
+        validation.positive_int("max_knot_blocks", kernel.max_knot_blocks)
+        step = kernel.slope_prior_step_size
+        validation.positive("slope_prior_step_size", step)
+        validation.in_interval("slope_prior_step_size", step, 0.0, 1.0, closed=True)
+        validation.in_interval("rmsprop_decay", kernel.rmsprop_decay, 0.0, 1.0)
+
+
+def sbps_spec(config: SBPSConfig) -> KernelSpec:
+    """The :class:`KernelSpec` of SBPS / pSBPS (module docstring for its warmup)."""
+
+    def tuned(mean_time: Array, acceptance: Array, params: sbps.SBPSParams) -> sbps.SBPSParams:
+        interval, refresh = params.sample_interval, params.refresh_rate
+        if config.sample_interval is None:
+            interval = config.target_proposals * mean_time
+        if config.refresh_rate is None:
+            refresh = config.relative_refresh_rate * acceptance / mean_time
+        return params._replace(sample_interval=interval, refresh_rate=refresh)
+
+    def default_params(rng_key: PRNGKey, potential: SubsampledPotential) -> sbps.SBPSParams:
+        """Δ and λ_r from one probe of t̄₀ (as :func:`~pplsamplers.kernels.sbps.init` does)
+        at the anchor or the potential's initial point; A = I."""
+
+        @jax.jit
+        def probe(key: PRNGKey) -> sbps.SBPSParams:
+            position = potential.init_position if potential.anchor is None else potential.anchor
+            dtype = position.dtype
+            velocity_key, batch_key = jax.random.split(key)
+            ones = jnp.ones_like(position)
+            start = sbps.SBPSParams(jnp.ones((), dtype), jnp.zeros((), dtype), ones)
+            velocity = refresh_sphere(velocity_key, position.shape[0], dtype)
+            value, noise, curvature, _ = sbps.probe(batch_key, position, velocity, potential, start)
+            scale = jnp.abs(value) + config.kernel.k * jnp.sqrt(noise) + jnp.sqrt(curvature)
+            mean_time = 1.0 / jnp.maximum(scale, jnp.sqrt(jnp.finfo(dtype).tiny))
+            fixed = sbps.SBPSParams(
+                jnp.asarray(config.sample_interval or 1.0, dtype),
+                jnp.asarray(config.refresh_rate or 0.0, dtype),
+                ones,
+            )
+            return tuned(mean_time, jnp.asarray(0.5, dtype), fixed)
+
+        return probe(rng_key)
+
+    def adapt(state: sbps.SBPSState, params: sbps.SBPSParams) -> tuple:
+        params = tuned(state.mean_proposal_time, state.mean_acceptance, params)
+        if config.kernel.preconditioned:
+            # A changes only between intervals (the flow is fixed within one); when it does,
+            # the buffered G̃ are stale and the next iteration re-observes at dt = 0
+            proposed = sbps.preconditioner(state.square_avg, config.rmsprop_eps)
+            change = jnp.max(jnp.abs(proposed / params.direction_scale - 1.0))
+            update = change > config.preconditioner_tolerance
+            params = params._replace(
+                direction_scale=jnp.where(update, proposed, params.direction_scale)
+            )
+            pending = jnp.where(update, REOBSERVE_PENDING, state.pending)
+            state = state._replace(pending=pending.astype(state.pending.dtype))
+        return state, params
+
+    def warmup(
+        rng_key: PRNGKey,
+        state: sbps.SBPSState,
+        params: sbps.SBPSParams,
+        adapt_state: None,
+        info: PDMPInfo,
+        potential: SubsampledPotential,
+        window: WarmupWindow,
+    ) -> tuple[sbps.SBPSState, sbps.SBPSParams, None]:
+        # per chain, unbatched, like the kernel itself (bit-identical chain methods)
+        state, params = jax.custom_batching.sequential_vmap(adapt)(state, params)
+        return state, params, adapt_state
+
+    def start(rng_key: PRNGKey, potential: SubsampledPotential, params: Any) -> Array | None:
+        # the control-variate noise grows with |x − x*|: start at the anchor x* when there is one
+        return potential.anchor if config.start_at_anchor else None
+
+    def describe(info: PDMPInfo) -> str:
+        elapsed, proposals = float(jnp.sum(info.sample_interval)), int(jnp.sum(info.num_proposals))
+        bounce_rate = float(jnp.sum(info.num_bounces)) / elapsed if elapsed > 0 else 0.0
+        violations = float(jnp.sum(info.bound_violations)) / proposals if proposals else 0.0
+        return f"{bounce_rate:.3g} bounces/time, {violations:.2%} violations"
+
+    return KernelSpec(
+        init=partial(sbps.init, k=config.kernel.k, buffer_size=config.buffer_size),
+        build_kernel=partial(sbps.build_kernel, **config.kernel._asdict()),
+        default_params=default_params,
+        warmup=warmup,
+        diagnostic_fields=PDMP_INFO_FIELDS,
+        describe=describe,
+        start=start,
+    )
+
+
+_CONFIG_FIELDS = frozenset(field.name for field in fields(SBPSConfig)) | set(SBPSOptions._fields)
 
 
 class SBPS(SubsampledKernel):
@@ -29,9 +171,11 @@ class SBPS(SubsampledKernel):
     A piecewise-linear continuous-time sampler: each MCMC sample is the particle's position
     at the next grid time Δ, 2Δ, …, and ``sample_stats`` carry the exact time-averages of
     the unconstrained x and x² over each interval (``time_average``, ``time_average_sq``,
-    eq. 19) together with ``num_proposals``, ``num_bounces``, ``bound_violations`` (the
-    bias diagnostic: proposals with [G̃]_+/λ > 1), ``num_refreshes``, ``num_auxiliary`` and
-    ``data_evals``.
+    eq. 19) with the :class:`~pplsamplers.pdmp.events.PDMPInfo` counters: ``num_proposals``,
+    ``num_bounces``, ``bound_violations`` (the bias diagnostic: proposals with
+    [G̃]_+/λ > 1), ``max_rate_ratio``, ``num_refreshes``, ``num_auxiliary``, ``rate_evals``
+    (observations of G̃) and ``data_evals`` (see :func:`pplsamplers.kernels.sbps.interval_info`).
+    Vectorized and sequential chains give the same draws for the same key.
 
     Parameters
     ----------
@@ -57,15 +201,16 @@ class SBPS(SubsampledKernel):
     rmsprop_decay, rmsprop_eps
         β and ε of the preconditioner.
     start_at_anchor
-        With ``control_variate``, start every chain at the anchor x* (the MAP) unless
+        With a control variate, start every chain at the anchor x* (the MAP) unless
         ``init_params`` are given: the control-variate noise grows with |x − x*|, so a far
         start makes the transient very slow.
-    **kwargs
-        Further kernel settings (``clamp_negative_slopes``, ``auxiliary_observations``,
-        ``learn_slope_prior``, ``max_events_per_sample``, …; see
-        :func:`pplsamplers.kernels.sbps.build_kernel`) and the base-class arguments
-        ``subsample_size``, ``data_plate``, ``control_variate``, ``init_strategy``,
-        ``potential``.
+    **options
+        Further fields of :class:`SBPSConfig` (``clamp_negative_slopes``,
+        ``auxiliary_observations``, ``learn_slope_prior``, ``max_events_per_sample``,
+        ``preconditioner_tolerance``, …) and the options of every sampler
+        (``subsample_size``, ``data_plate``, ``potential``, ``control_variate``,
+        ``precondition``, ``init_strategy``; see
+        :class:`~pplsamplers.infer.adapter.SubsampledKernel`).
 
     Examples
     --------
@@ -82,32 +227,6 @@ class SBPS(SubsampledKernel):
     (50,)
     """
 
-    diagnostic_fields = (
-        "data_evals",
-        "num_proposals",
-        "num_bounces",
-        "num_refreshes",
-        "bound_violations",
-        "num_auxiliary",
-        "time_average",
-        "time_average_sq",
-        "sample_interval",
-        "interval_capped",
-    )
-    _KERNEL_OPTIONS = (
-        "clamp_negative_slopes",
-        "auxiliary_observations",
-        "auxiliary_horizon",
-        "max_observation_gap",
-        "learn_slope_prior",
-        "slope_prior_step_size",
-        "relative_noise_floor",
-        "averaging_window",
-        "max_events_per_sample",
-        "knot_block_size",
-        "max_knot_blocks",
-    )
-
     def __init__(
         self,
         model: Callable | None = None,
@@ -123,117 +242,32 @@ class SBPS(SubsampledKernel):
         rmsprop_decay: float = 0.99,
         rmsprop_eps: float = 1e-4,
         start_at_anchor: bool = True,
-        **kwargs: Any,
+        **options: Any,
     ) -> None:
-        options = {name: kwargs.pop(name) for name in self._KERNEL_OPTIONS if name in kwargs}
-        sbps.validate_config(
+        extra = {name: options.pop(name) for name in list(options) if name in _CONFIG_FIELDS}
+        self.config = SBPSConfig.create(
             k=k,
+            sample_interval=sample_interval,
+            refresh_rate=refresh_rate,
+            target_proposals=target_proposals,
+            relative_refresh_rate=relative_refresh_rate,
             relative_dt=relative_dt,
             buffer_size=buffer_size,
+            preconditioned=preconditioned,
             rmsprop_decay=rmsprop_decay,
             rmsprop_eps=rmsprop_eps,
-            **options,
+            start_at_anchor=start_at_anchor,
+            **extra,
         )
-        if sample_interval is not None:
-            sbps.validate_positive(sample_interval, "sample_interval")
-        if refresh_rate is not None:
-            sbps.validate_positive(refresh_rate, "refresh_rate", allow_zero=True)
-        sbps.validate_positive(target_proposals, "target_proposals")
-        sbps.validate_positive(relative_refresh_rate, "relative_refresh_rate", allow_zero=True)
-        super().__init__(model, **kwargs)
-        self.k = float(k)
-        self.sample_interval = sample_interval
-        self.refresh_rate = refresh_rate
-        self.target_proposals = float(target_proposals)
-        self.relative_refresh_rate = float(relative_refresh_rate)
-        self.buffer_size = int(buffer_size)
-        self.preconditioned = bool(preconditioned)
-        self.start_at_anchor = bool(start_at_anchor)
-        self._kernel_options = dict(
-            k=self.k,
-            relative_dt=relative_dt,
-            preconditioned=self.preconditioned,
-            rmsprop_decay=rmsprop_decay,
-            rmsprop_eps=rmsprop_eps,
-            **options,
-        )
-
-    def build(self, potential: SubsampledPotential, num_warmup: int) -> tuple[InitFn, StepFn]:
-        # NumPyro calls init once per sequential chain: reuse the pair (and the compiled init)
-        cached = getattr(self, "_built", None)
-        if cached is not None and cached[0] is potential and cached[1] == num_warmup:
-            return cached[2]
-        pair = self._build(potential, num_warmup)
-        self._built = (potential, num_warmup, pair)
-        return pair
-
-    def _build(self, potential: SubsampledPotential, num_warmup: int) -> tuple[InitFn, StepFn]:
-        kernel = sbps.build_kernel(potential, **self._kernel_options)
-        fixed_interval, fixed_refresh = self.sample_interval, self.refresh_rate
-        target, relative_refresh = self.target_proposals, self.relative_refresh_rate
-        k, buffer_size = self.k, self.buffer_size
-
-        def current(state: sbps.SBPSState) -> SBPSAdaptState:
-            dtype = state.position.dtype
-            interval = (
-                target * state.mean_proposal_time
-                if fixed_interval is None
-                else jnp.asarray(fixed_interval, dtype)
-            )
-            refresh = (
-                relative_refresh * state.mean_acceptance / state.mean_proposal_time
-                if fixed_refresh is None
-                else jnp.asarray(fixed_refresh, dtype)
-            )
-            return SBPSAdaptState(interval, refresh)
-
-        @jax.jit  # one compilation instead of op-by-op dispatch through the model
-        def init(rng_key: PRNGKey, position: Array) -> tuple[sbps.SBPSState, SBPSAdaptState]:
-            state = sbps.init(rng_key, position, potential, k=k, buffer_size=buffer_size)
-            return state, current(state)
-
-        def step(rng_key: PRNGKey, state: sbps.SBPSState, adapt: SBPSAdaptState, iteration: Array):
-            warmup = iteration < num_warmup
-            live = current(state)
-            adapt = SBPSAdaptState(
-                *(jnp.where(warmup, a, b) for a, b in zip(live, adapt, strict=True))
-            )
-            state, info = kernel(
-                rng_key,
-                state,
-                adapt.sample_interval,
-                adapt.refresh_rate,
-                adapt_preconditioner=warmup,
-            )
-            return state, adapt, info
-
-        return init, step
-
-    def _starting_point(self, key: PRNGKey, init_params: Any) -> Array:
-        # With a control variate the posterior sits near the anchor x* (the MAP) and the
-        # noise grows with |x − x*|: start there unless the user gave init_params.
-        anchor = self._potential.anchor
-        if init_params is None and anchor is not None and self.start_at_anchor:
-            return anchor
-        return super()._starting_point(key, init_params)
-
-    def get_diagnostics_str(self, state: Any) -> str:
-        kernel = state.kernel_state
-        total = lambda x: float(np.sum(np.asarray(x)))
-        elapsed, proposals = total(kernel.total_time), total(kernel.total_proposals)
-        bounce_rate = total(kernel.total_bounces) / elapsed if elapsed > 0 else 0.0
-        violation = total(kernel.total_violations) / proposals if proposals > 0 else 0.0
-        text = f"{bounce_rate:.3g} bounces/time, {violation:.2%} violations"
-        extra = super().get_diagnostics_str(state)
-        return f"{text}, {extra}" if extra else text
+        super().__init__(model, sbps_spec(self.config), **options)
 
 
 class PSBPS(SBPS):
     """pSBPS: :class:`SBPS` with ``preconditioned=True`` (RMSprop diagonal preconditioner
     normalised to mean 1, adapted during warmup and then frozen; §5, DESIGN §5)."""
 
-    def __init__(self, model: Callable | None = None, k: float = 3.0, **kwargs: Any) -> None:
-        super().__init__(model, k, preconditioned=True, **kwargs)
+    def __init__(self, model: Callable | None = None, k: float = 3.0, **options: Any) -> None:
+        super().__init__(model, k, preconditioned=True, **options)
 
 
-__all__ = ["PSBPS", "SBPS", "SBPSAdaptState"]
+__all__ = ["PSBPS", "SBPS", "SBPSConfig", "sbps_spec"]

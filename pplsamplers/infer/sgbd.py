@@ -1,17 +1,105 @@
-"""NumPyro adapters for SGBD (:mod:`pplsamplers.kernels.sgbd`) and c-SGLD (:mod:`~.kernels.csgld`)."""
+"""SGBD (:mod:`pplsamplers.kernels.sgbd`) and c-SGLD (:mod:`~.kernels.csgld`) declared on the
+generic adapter."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import jax.numpy as jnp
-from jax import lax
 
-from pplsamplers.infer.base import InitFn, StepFn, SubsampledKernel
+from pplsamplers import validation
+from pplsamplers.infer.adapter import SubsampledKernel
+from pplsamplers.infer.spec import KernelSpec, WarmupWindow
 from pplsamplers.kernels import csgld, sgbd
 from pplsamplers.potential import SubsampledPotential
 from pplsamplers.types import Array, PRNGKey
+
+
+@dataclass(frozen=True, eq=False)
+class SGBDConfig:
+    """SGBD's options, validated once (σ's length is checked against the model at ``init``)."""
+
+    step_size: float | Array = 1e-2
+    variant: str = "corrected"
+    noise_decay: float = 0.9
+    adapt_step_size: bool = False
+
+    def __post_init__(self) -> None:
+        validation.positive_array("step_size", self.step_size)
+        validation.one_of("variant", self.variant, sgbd.VARIANTS)
+        validation.in_interval("noise_decay", self.noise_decay, 0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class CSGLDConfig:
+    """c-SGLD's options, validated once."""
+
+    step_size: float = 1e-3
+    noise_decay: float = 0.9
+
+    def __post_init__(self) -> None:
+        validation.positive("step_size", self.step_size)
+        validation.in_interval("noise_decay", self.noise_decay, 0.0, 1.0)
+
+
+def sgbd_spec(config: SGBDConfig) -> KernelSpec:
+    """The :class:`KernelSpec` of SGBD; with ``adapt_step_size`` its warmup sets σ (§4.2)."""
+
+    def default_params(rng_key: PRNGKey, potential: SubsampledPotential) -> sgbd.SGBDParams:
+        sigma = validation.positive_array("step_size", config.step_size, potential.dim)
+        return sgbd.make_params(sigma, potential.dim, potential.init_position.dtype)
+
+    def warmup(
+        rng_key: PRNGKey,
+        state: sgbd.SGBDState,
+        params: sgbd.SGBDParams,
+        adapt_state: None,
+        info: sgbd.SGBDInfo,
+        potential: SubsampledPotential,
+        window: WarmupWindow,
+    ) -> tuple[sgbd.SGBDState, sgbd.SGBDParams, None]:
+        sigma = sgbd.adaptive_step_size(state.tau, params.step_size)
+        return state, params._replace(step_size=sigma), adapt_state
+
+    def describe(info: sgbd.SGBDInfo) -> str:
+        return (
+            f"σ {float(jnp.mean(info.step_size_mean)):.2e}, "
+            f"P(uphill) {float(jnp.mean(info.uphill_prob_mean)):.2f}, "
+            f"past breaking point {float(jnp.mean(info.frac_past_breaking_point)):.0%}, "
+            f"τ̂ {float(jnp.mean(info.tau_mean)):.3g}"
+        )
+
+    return KernelSpec(
+        init=sgbd.init,
+        build_kernel=lambda: sgbd.build_kernel(config.variant, config.noise_decay),
+        default_params=default_params,
+        warmup=warmup if config.adapt_step_size else None,
+        diagnostic_fields=sgbd.SGBDInfo._fields,
+        describe=describe,
+    )
+
+
+def csgld_spec(config: CSGLDConfig) -> KernelSpec:
+    """The :class:`KernelSpec` of c-SGLD (no warmup of its own)."""
+
+    def default_params(rng_key: PRNGKey, potential: SubsampledPotential) -> csgld.CSGLDParams:
+        return csgld.CSGLDParams(jnp.asarray(config.step_size, potential.init_position.dtype))
+
+    def describe(info: csgld.CSGLDInfo) -> str:
+        return (
+            f"step {float(jnp.mean(info.step_size)):.2e}, τ̂ {float(jnp.mean(info.tau_mean)):.3g}, "
+            f"noise clipped {float(jnp.mean(info.frac_past_breaking_point)):.0%}"
+        )
+
+    return KernelSpec(
+        init=csgld.init,
+        build_kernel=lambda: csgld.build_kernel(config.noise_decay),
+        default_params=default_params,
+        diagnostic_fields=csgld.CSGLDInfo._fields,
+        describe=describe,
+    )
 
 
 class SGBD(SubsampledKernel):
@@ -37,15 +125,20 @@ class SGBD(SubsampledKernel):
         β in [0, 1): weight of the old value in the moving average τ̂ of the gradient
         estimator's per-coordinate sd.
     adapt_step_size
-        During warmup set σ_j = 1.702/(1.233 τ̂_j) (§4.2) for every coordinate, then freeze it.
+        During warmup set σ_j = 1.702/(1.233 τ̂_j) (§4.2) after every step, then freeze it.
         τ̂_j ∝ N/√n times the spread of the per-example gradients, so this σ_j follows the
         posterior scale of coordinate j for the plain minibatch estimator.  Needs minibatches
         (τ̂ = 0 keeps σ for a full batch).  The rule is the largest σ for which the correction
         stays valid: with ``control_variate`` the noise, hence τ̂, is much smaller and σ grows
         past the posterior scale, so prefer a fixed σ there.
-    **kwargs
-        ``subsample_size``, ``data_plate``, ``control_variate``, ``init_strategy``,
-        ``potential`` (see :class:`~pplsamplers.infer.base.SubsampledKernel`).
+    control_variate
+        ``False`` by default: SGBD's noise correction and step rule are calibrated for plain
+        minibatches (the registry marks SGBD ``supports_control_variate=False``); ``True``,
+        ``"auto"`` or an anchor as for every sampler.
+    **options
+        The options of every sampler: ``subsample_size``, ``data_plate``, ``potential``,
+        ``precondition``, ``init_strategy``
+        (see :class:`~pplsamplers.infer.adapter.SubsampledKernel`).
 
     Examples
     --------
@@ -62,15 +155,6 @@ class SGBD(SubsampledKernel):
     (100,)
     """
 
-    diagnostic_fields = (
-        "data_evals",
-        "flip_prob_mean",
-        "uphill_prob_mean",
-        "frac_past_breaking_point",
-        "tau_mean",
-        "step_size_mean",
-    )
-
     def __init__(
         self,
         model: Callable | None = None,
@@ -79,44 +163,12 @@ class SGBD(SubsampledKernel):
         variant: str = "corrected",
         noise_decay: float = 0.9,
         adapt_step_size: bool = False,
-        **kwargs: Any,
+        control_variate: bool | str | Array = False,
+        **options: Any,
     ) -> None:
-        self.step_size = sgbd.validate_step_size(step_size)
-        self.variant = sgbd.validate_variant(variant)
-        self.noise_decay = sgbd.validate_noise_decay(noise_decay)
-        self.adapt_step_size = bool(adapt_step_size)
-        super().__init__(model, **kwargs)
-
-    def build(self, potential: SubsampledPotential, num_warmup: int) -> tuple[InitFn, StepFn]:
-        sgbd.validate_step_size(self.step_size, potential.dim)
-        config = dict(variant=self.variant, noise_decay=self.noise_decay)
-        frozen_step = sgbd.build_kernel(potential, adapt_step_size=False, **config)
-        warmup_step = sgbd.build_kernel(potential, adapt_step_size=True, **config)
-
-        def init(rng_key: PRNGKey, position: Array) -> tuple[sgbd.SGBDState, None]:
-            return sgbd.init(position, self.step_size), None
-
-        def step(rng_key: PRNGKey, state: sgbd.SGBDState, adapt: None, iteration: Array):
-            if self.adapt_step_size:
-                new, info = lax.cond(
-                    iteration < num_warmup, warmup_step, frozen_step, rng_key, state
-                )
-            else:
-                new, info = frozen_step(rng_key, state)
-            return new, adapt, info
-
-        return init, step
-
-    def get_diagnostics_str(self, state: Any) -> str:
-        info = state.info
-        text = (
-            f"σ {float(jnp.mean(info.step_size_mean)):.2e}, "
-            f"P(uphill) {float(jnp.mean(info.uphill_prob_mean)):.2f}, "
-            f"past breaking point {float(jnp.mean(info.frac_past_breaking_point)):.0%}, "
-            f"τ̂ {float(jnp.mean(info.tau_mean)):.3g}"
-        )
-        extra = super().get_diagnostics_str(state)
-        return f"{text}, {extra}" if extra else text
+        self.config = SGBDConfig(step_size, variant, noise_decay, bool(adapt_step_size))
+        spec = sgbd_spec(self.config)
+        super().__init__(model, spec, control_variate=control_variate, **options)
 
 
 class CSGLD(SubsampledKernel):
@@ -133,8 +185,11 @@ class CSGLD(SubsampledKernel):
         ε > 0 (same convention as :class:`~pplsamplers.infer.sgld.SGLD`).
     noise_decay
         β in [0, 1) of the moving average τ̂.
-    **kwargs
-        See :class:`~pplsamplers.infer.base.SubsampledKernel`.
+    control_variate
+        ``False`` by default, as for :class:`SGBD`: τ̂ and the noise it removes are those of
+        plain minibatches.
+    **options
+        See :class:`~pplsamplers.infer.adapter.SubsampledKernel`.
 
     Examples
     --------
@@ -151,46 +206,18 @@ class CSGLD(SubsampledKernel):
     (100,)
     """
 
-    diagnostic_fields = (
-        "data_evals",
-        "step_size",
-        "grad_norm",
-        "tau_mean",
-        "frac_past_breaking_point",
-    )
-
     def __init__(
         self,
         model: Callable | None = None,
         step_size: float = 1e-3,
         *,
         noise_decay: float = 0.9,
-        **kwargs: Any,
+        control_variate: bool | str | Array = False,
+        **options: Any,
     ) -> None:
-        self.step_size = csgld.validate_step_size(step_size)
-        self.noise_decay = sgbd.validate_noise_decay(noise_decay)
-        super().__init__(model, **kwargs)
-
-    def build(self, potential: SubsampledPotential, num_warmup: int) -> tuple[InitFn, StepFn]:
-        kernel = csgld.build_kernel(potential, self.step_size, noise_decay=self.noise_decay)
-
-        def init(rng_key: PRNGKey, position: Array) -> tuple[csgld.CSGLDState, None]:
-            return csgld.init(position), None
-
-        def step(rng_key: PRNGKey, state: csgld.CSGLDState, adapt: None, iteration: Array):
-            new, info = kernel(rng_key, state)
-            return new, adapt, info
-
-        return init, step
-
-    def get_diagnostics_str(self, state: Any) -> str:
-        info = state.info
-        text = (
-            f"step {self.step_size:.2e}, τ̂ {float(jnp.mean(info.tau_mean)):.3g}, "
-            f"noise clipped {float(jnp.mean(info.frac_past_breaking_point)):.0%}"
-        )
-        extra = super().get_diagnostics_str(state)
-        return f"{text}, {extra}" if extra else text
+        self.config = CSGLDConfig(step_size, noise_decay)
+        spec = csgld_spec(self.config)
+        super().__init__(model, spec, control_variate=control_variate, **options)
 
 
-__all__ = ["CSGLD", "SGBD"]
+__all__ = ["CSGLD", "SGBD", "CSGLDConfig", "SGBDConfig", "csgld_spec", "sgbd_spec"]

@@ -103,10 +103,13 @@ class SGLD(SubsampledKernel):
     model
         A NumPyro model with a data plate.
     step_size
-        ε > 0, or ``"auto"``: at ``init`` the MAP is found and ε is set to a tenth of
-        min(1/λ_max(∇²U), 4/λ_max(V)) (curvature and gradient-noise limits, Welling & Teh
-        2011 §4; see :func:`~pplsamplers.potential.suggest_sgld_step_size`).  SGLD is biased
-        at any ε > 0; the bias shrinks with ε.
+        ε > 0, or ``"auto"``: at ``init`` ε is set to a tenth of min(1/λ_max(∇²U),
+        4/λ_max(V)) (curvature and gradient-noise limits, Welling & Teh 2011 §4; see
+        :func:`~pplsamplers.potential.suggest_sgld_step_size`).  ε is in the sampler's
+        coordinates, which are whitened by default (``precondition="auto"``: unit posterior
+        scale, so ``"auto"`` gives ε ≈ 0.1 and a variance inflation of about 1/(1 − ε/2));
+        with ``precondition=None`` it is in the model's unconstrained coordinates.  SGLD is
+        biased at any ε > 0; the bias shrinks with ε.
     preconditioned
         Use pSGLD's RMSprop metric.
     rmsprop_decay, rmsprop_eps
@@ -142,6 +145,9 @@ class SGLD(SubsampledKernel):
         **options: Any,
     ) -> None:
         self.config = SGLDConfig(step_size, preconditioned, rmsprop_decay, rmsprop_eps)
+        # pSGLD's RMSprop metric would blow up on the small control-variate gradients near
+        # the anchor, so it keeps plain minibatches unless asked
+        options.setdefault("control_variate", False if preconditioned else "auto")
         super().__init__(model, sgld_spec(self.config), **options)
 
 

@@ -1,17 +1,32 @@
 """The warmup every sampler shares, done once per data set by the adapter (DESIGN §8).
 
-:func:`prepare` turns the model (inspected once) into the potential the kernel runs on:
+NUTS is right on raw, unscaled posteriors because its warmup adapts a mass matrix.  Every
+pplsamplers kernel gets the same by default: :func:`prepare` turns the model (inspected once)
+into the potential the kernel runs on,
 
-1. the mode, when anything below needs it (:func:`~pplsamplers.potential.find_map`);
-2. the control-variate gradient anchored at the mode (``control_variate``);
-3. the minibatch size;
-4. the kernel's starting tunables (``KernelSpec.default_params``) for that potential.
+1. **mode**: :func:`~pplsamplers.potential.find_map` (full-batch L-BFGS, affine-covariant, so
+   raw scales and flat priors converge); a run that did not converge says so;
+2. **scale**: the inverse curvature at the mode from full-data passes
+   (:func:`~pplsamplers.potential.posterior_scale`: dense up to D = 1000, diagonal beyond),
+   or the user's matrix;
+3. **control variate** (``"auto"``): anchored at the mode when the mode probe
+   (:func:`~pplsamplers.potential.modes.count_modes`) finds one mode; off, with the reason,
+   otherwise;
+4. **batch size** (``None``): from the gradient-noise probe and a cost model
+   (:func:`~pplsamplers.potential.suggest_batch_size`), reported;
+5. **whitening**: the kernel samples z with x = x* + L z
+   (:func:`~pplsamplers.potential.with_preconditioner`), where the posterior has about unit
+   scale, so each kernel's unit-scale defaults and warmup targets hold on any problem;
+6. the kernel's starting tunables (``KernelSpec.default_params``) for that potential.
 
-:func:`starting_point` gives each chain its start.
+Chains start in the Laplace approximation (z ~ N(0, I)).  Draws, ``sample_stats`` and ArviZ
+output stay in the model's own parameters (the adapter maps z back).  What was chosen, and
+why, is in :attr:`Prepared.notes`.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -19,23 +34,29 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.flatten_util import ravel_pytree
 
 from pplsamplers.infer.spec import KernelSpec
 from pplsamplers.potential import (
     SubsampledPotential,
     check_position,
     find_map,
+    flatten_init_params,
     full_data_model,
+    inspect,
     make_postprocess,
     make_potential,
-    model_info,
+    posterior_scale,
+    suggest_batch_size,
     with_batch_size,
     with_control_variate,
+    with_preconditioner,
 )
+from pplsamplers.potential.modes import count_modes
 from pplsamplers.types import Array, PRNGKey
 
 PRECONDITIONERS = ("auto", "dense", "diag")
+PREPARE_SEED = 0
+"""The set-up (mode, probes) is deterministic: its keys derive from this seed, not the run's."""
 
 
 def _is_positive_int(value: Any) -> bool:
@@ -50,8 +71,8 @@ class SamplerOptions:
     subsample_size: int | None = None
     data_plate: str | None = None
     potential: SubsampledPotential | None = None
-    control_variate: bool | str | Array = False
-    precondition: str | Array | None = None
+    control_variate: bool | str | Array = "auto"
+    precondition: str | Array | None = "auto"
     init_strategy: Callable | None = None
 
     def __post_init__(self) -> None:
@@ -72,68 +93,238 @@ class SamplerOptions:
                 f"precondition must be one of {PRECONDITIONERS}, None, or a covariance matrix "
                 f"or variance vector; got {precondition!r}."
             )
+        if precondition is not None and not isinstance(precondition, str):
+            matrix = np.asarray(precondition, dtype=float)
+            if matrix.ndim not in (1, 2) or not np.all(np.isfinite(matrix)):
+                raise ValueError(
+                    "precondition must be a finite (D,) variance vector or (D, D) covariance "
+                    f"matrix; got shape {matrix.shape}."
+                )
 
 
 class Prepared(NamedTuple):
     """What :func:`prepare` found, and the potential the kernel runs on."""
 
     potential: SubsampledPotential
+    """What the kernel runs on (whitened, control variate, batch size)."""
+    model_potential: SubsampledPotential
+    """The model's own full-batch potential in its flat unconstrained x (self-check)."""
     params: Any
     mode: Array | None
     notes: dict[str, str]
     postprocess: Callable[[dict], dict]
     full_data_model: Callable | None
     check_start: Callable[[Array], None]
+    flatten: Callable[[Any], Array]
+    """``init_params`` (a dict of sites or a flat array) -> flat x, checked site by site."""
+    whitened: bool
+    """Whether the kernel's coordinates are scaled by a posterior-scale estimate."""
+    center: Array
+    factor: Array
+    """x = center + factor z (``factor`` (D,) diagonal or (D, D))."""
 
 
-def _model_potential(options: SamplerOptions, model_args: tuple, model_kwargs: dict) -> tuple:
+def _user_factor(precondition: Any, dim: int, dtype: Any) -> Array:
+    """L with L Lᵀ = the user's covariance (``(D, D)``) or variances (``(D,)``)."""
+    matrix = jnp.asarray(precondition, dtype)
+    if matrix.shape not in ((dim,), (dim, dim)):
+        raise ValueError(
+            f"precondition has shape {matrix.shape}; the model has {dim} unconstrained "
+            f"dimensions, so give ({dim},) variances or a ({dim}, {dim}) covariance."
+        )
+    if matrix.ndim == 1:
+        if not bool(jnp.all(matrix > 0)):
+            raise ValueError("precondition variances must be positive.")
+        return jnp.sqrt(matrix)
+    factor = jnp.linalg.cholesky(0.5 * (matrix + matrix.T))
+    if not bool(jnp.all(jnp.isfinite(factor))):
+        raise ValueError("precondition covariance must be symmetric positive definite.")
+    return factor
+
+
+def _base(options: SamplerOptions, model_args: tuple, model_kwargs: dict) -> tuple:
+    """(full-batch potential, n from the model or the user, view or None)."""
     if options.potential is not None:
         potential = options.potential
-        if options.subsample_size is not None:
-            potential = with_batch_size(potential, options.subsample_size)
-        return potential, None, None, lambda z: z, lambda x: check_position(potential, x)
-    model = options.model
-    info = model_info(model, model_args, model_kwargs, options.data_plate)
-    init_strategy = options.init_strategy
-    potential = make_potential(
-        model,
+        n = options.subsample_size or (potential.n if potential.n < potential.N else None)
+        return with_batch_size(potential, potential.N), n, None
+    view = inspect(
+        options.model,
         model_args,
         model_kwargs,
-        options.subsample_size,
         data_plate=options.data_plate,
-        **({} if init_strategy is None else {"init_strategy": init_strategy}),
+        **({} if options.init_strategy is None else {"init_strategy": options.init_strategy}),
     )
-    postprocess = make_postprocess(model, model_args, model_kwargs, info)
-    check = lambda x: check_position(potential, x, model, model_args, model_kwargs, info)
-    return potential, info, full_data_model(model, info), postprocess, check
+    potential = make_potential(view)  # validates the data (one pass over N)
+    n = options.subsample_size or view.info.model_subsample_size
+    if n is not None and not 0 < n <= potential.N:
+        raise ValueError(
+            f"subsample_size must satisfy 0 < subsample_size <= N = {potential.N} (the size of "
+            f"plate '{view.info.data_plate}'); got {n}."
+        )
+    return with_batch_size(potential, potential.N), n, view
+
+
+def _mode(potential: SubsampledPotential, notes: dict[str, str]) -> Array:
+    result = find_map(jax.random.PRNGKey(PREPARE_SEED), potential)
+    converged = bool(result.converged)
+    notes["mode"] = (
+        f"{'converged' if converged else 'NOT converged'}: distance to the mode "
+        f"{float(result.scaled_grad_norm):.2g} posterior sd after "
+        f"{int(result.num_iterations)} L-BFGS iterations"
+    )
+    if not converged:
+        warnings.warn(
+            f"pplsamplers: the mode search did not converge ({notes['mode']}); the "
+            "preconditioner and control variate are built there anyway. Check the model for a "
+            "flat or unbounded direction (an improper posterior), or pass precondition=None "
+            "and control_variate=False.",
+            stacklevel=4,
+        )
+    return result.position
+
+
+def _control_variate(
+    choice: Any,
+    whitened: SubsampledPotential,
+    mode: Array | None,
+    notes: dict[str, str],
+    minibatch: bool,
+) -> Array | None:
+    """The anchor (in x) or ``None``, deciding ``"auto"`` with the mode probe."""
+    if choice is False or choice is None:
+        notes["control_variate"] = "off (control_variate=False)"
+        return None
+    if choice is True:
+        notes["control_variate"] = "on: anchored at the mode"
+        return mode
+    if not isinstance(choice, str):
+        anchor = jnp.asarray(choice)
+        if anchor.shape != (whitened.dim,):
+            raise ValueError(
+                f"control_variate anchor must have shape ({whitened.dim},); got {anchor.shape}."
+            )
+        notes["control_variate"] = "on: anchored at the given point"
+        return anchor
+    if not minibatch:
+        notes["control_variate"] = "off: full batch (exact gradients)"
+        return None
+    key = jax.random.PRNGKey(PREPARE_SEED + 1)
+    zero = jnp.zeros(whitened.dim, whitened.init_position.dtype)
+    modes = count_modes(key, whitened, zero, jnp.ones_like(zero))
+    if modes > 1:
+        notes["control_variate"] = (
+            f"off: the mode probe found {modes} separated modes, and one anchor is valid near "
+            "one mode only"
+        )
+        return None
+    notes["control_variate"] = "on: the mode probe found one mode; anchored at it"
+    return mode
 
 
 def prepare(
     options: SamplerOptions, spec: KernelSpec, model_args: tuple, model_kwargs: dict
 ) -> Prepared:
     """Build the kernel's potential and starting params for one data set (module docstring)."""
-    potential, info, full_model, postprocess, check = _model_potential(
-        options, model_args, model_kwargs
-    )
+    base, n, view = _base(options, model_args, model_kwargs)
     notes: dict[str, str] = {}
-    mode = None
-    choice = options.control_variate
-    if choice is True:
-        mode = find_map(jax.random.PRNGKey(0), potential).position
-        anchor = mode
-    elif choice is False or choice is None or isinstance(choice, str):
-        anchor = None
+    dtype = base.init_position.dtype
+    precondition, choice = options.precondition, options.control_variate
+    needs_mode = (
+        isinstance(precondition, str)
+        or choice is True
+        or (isinstance(choice, str) and n != base.N)
+        or n is None
+    )
+    mode = _mode(base, notes) if needs_mode else None
+    center = mode if mode is not None else jnp.zeros(base.dim, dtype)
+    if precondition is None:
+        factor = jnp.ones(base.dim, dtype)
+        notes["precondition"] = "off (precondition=None)"
+    elif isinstance(precondition, str):
+        factor, scale_info = posterior_scale(base, mode, precondition)
+        kind = "dense" if factor.ndim == 2 else "diagonal"
+        clipped = int(scale_info.get("num_clipped", 0))
+        notes["precondition"] = f"{kind} inverse curvature at the mode" + (
+            f" ({clipped} eigenvalues floored)" if clipped else ""
+        )
     else:
-        anchor = jnp.asarray(choice)
-        if anchor.shape != (potential.dim,):
-            raise ValueError(
-                f"control_variate anchor must have shape ({potential.dim},); got {anchor.shape}."
-            )
+        factor = _user_factor(precondition, base.dim, dtype)
+        notes["precondition"] = "the given covariance"
+    if precondition is None and mode is None:
+        center = jnp.zeros(base.dim, dtype)
+    if mode is not None and isinstance(precondition, str):
+        # an exact convergence test in posterior sds, and a polish: a few passes
+        polished = find_map(jax.random.PRNGKey(PREPARE_SEED), base, mode, scale=factor)
+        mode = center = polished.position
+        notes["mode"] += (
+            f"; polished in the Laplace metric to {float(polished.scaled_grad_norm):.2g} sd"
+        )
+    whitened_full = with_preconditioner(base, center, factor)
+    minibatch = base.N > 1 and (n is None or n < base.N)
+    anchor = _control_variate(choice, whitened_full, mode, notes, minibatch)
+    if n is None:
+        probe = base if anchor is None else with_control_variate(base, anchor)
+        n, reason = suggest_batch_size(jax.random.PRNGKey(PREPARE_SEED + 2), probe, center, factor)
+        notes["subsample_size"] = f"{n} (automatic): {reason}"
+    else:
+        notes["subsample_size"] = f"{n}" + (" (full batch)" if n == base.N else "")
+    batched = with_batch_size(base, n)
+    if anchor is not None and n == base.N:
+        anchor = None
+        notes["control_variate"] = "off: full batch (exact gradients)"
     if anchor is not None:
-        potential = with_control_variate(potential, anchor)
-        notes["control_variate"] = "on: anchored at the mode" if choice is True else "on"
-    params = spec.default_params(jax.random.PRNGKey(1), potential)
-    return Prepared(potential, params, mode, notes, postprocess, full_model, check)
+        batched = with_control_variate(batched, anchor)
+    potential = with_preconditioner(batched, center, factor)
+    params = spec.default_params(jax.random.PRNGKey(PREPARE_SEED + 3), potential)
+    if view is None:
+        return Prepared(
+            potential,
+            base,
+            params,
+            mode,
+            notes,
+            lambda z: z,
+            None,
+            lambda x: check_position(base, x),
+            lambda p: jnp.asarray(p, dtype).reshape(-1),
+            precondition is not None,
+            center,
+            factor,
+        )
+    return Prepared(
+        potential,
+        base,
+        params,
+        mode,
+        notes,
+        make_postprocess(view),
+        full_data_model(view),
+        lambda x: check_position(base, x, view),
+        lambda p: flatten_init_params(view, p),
+        precondition is not None,
+        center,
+        factor,
+    )
+
+
+def model_time_averages(info: Any, prepared: Prepared) -> Any:
+    """A PDMP's exact interval averages of z and z² (SBPS eq. 19) mapped to x = c + L z.
+
+    The mean maps exactly.  The average of x² needs the interval's cross moments of z when L
+    is dense, which the kernels do not keep, so it is NaN then (diagonal L maps exactly).
+    """
+    if not hasattr(info, "time_average"):
+        return info
+    center, factor = prepared.center, prepared.factor
+    mean_z, square_z = info.time_average, info.time_average_sq
+    if factor.ndim == 1:
+        mean_x = center + factor * mean_z
+        square_x = center**2 + 2 * center * factor * mean_z + factor**2 * square_z
+    else:
+        mean_x = center + factor @ mean_z
+        square_x = jnp.full_like(mean_x, jnp.nan)
+    return info._replace(time_average=mean_x, time_average_sq=square_x)
 
 
 def _is_concrete(tree: Any) -> bool:
@@ -143,29 +334,44 @@ def _is_concrete(tree: Any) -> bool:
 def starting_point(
     rng_key: PRNGKey, init_params: Any, prepared: Prepared, spec: KernelSpec
 ) -> Array:
-    """A chain's flat start: ``init_params`` if given, else the sampler's own start if it
-    declares one, else a draw of the init strategy."""
+    """A chain's start in the kernel's coordinates z: ``init_params`` if given, else the
+    sampler's own start if it declares one, else a draw of the Laplace approximation
+    z ~ N(0, I) (whitened), or of the init strategy when there is no mode."""
     potential = prepared.potential
-    own = None
-    if init_params is None and spec.start is not None:
-        own = spec.start(rng_key, potential, prepared.params)
+    if init_params is not None:
+        x = prepared.flatten(init_params)
+        if _is_concrete(x):
+            prepared.check_start(x)
+        return potential.from_model(x)
+    own = spec.start(rng_key, potential, prepared.params) if spec.start is not None else None
     if own is not None:
-        flat = jnp.asarray(own)
-    elif init_params is not None:
-        flat = ravel_pytree(init_params)[0] if isinstance(init_params, dict) else init_params
-        flat = jnp.asarray(flat, potential.init_position.dtype).reshape(-1)
-        if flat.shape != (potential.dim,):
-            raise ValueError(
-                f"init_params has {flat.shape[0]} values; the model has {potential.dim} "
-                "unconstrained dimensions."
-            )
+        z = jnp.asarray(own)
+    elif prepared.mode is not None:
+        zero = jnp.zeros(potential.dim, potential.init_position.dtype)
+        if not prepared.whitened:
+            return zero  # no scale to draw with: start at the mode
+        z = jax.random.normal(rng_key, (potential.dim,), zero.dtype)
+        if _is_concrete(z):
+            try:
+                prepared.check_start(potential.to_model(z))
+            except RuntimeError:  # a Laplace draw outside a parameter-dependent support
+                return zero
+        return z
     elif potential.draw_init is not None:
-        flat = potential.draw_init(rng_key)
+        z = potential.draw_init(rng_key)
     else:
-        flat = potential.init_position
-    if _is_concrete(flat):
-        prepared.check_start(flat)
-    return flat
+        z = potential.init_position
+    x = potential.to_model(z)
+    if _is_concrete(x):
+        prepared.check_start(x)
+    return z
 
 
-__all__ = ["PRECONDITIONERS", "Prepared", "SamplerOptions", "prepare", "starting_point"]
+__all__ = [
+    "PRECONDITIONERS",
+    "Prepared",
+    "SamplerOptions",
+    "model_time_averages",
+    "prepare",
+    "starting_point",
+]

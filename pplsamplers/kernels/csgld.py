@@ -17,18 +17,15 @@ breaking point.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from pplsamplers.kernels.sgbd import gradient_and_noise, update_noise_average, validate_noise_decay
+from pplsamplers.kernels.sgbd import averaged_gradient
 from pplsamplers.potential import SubsampledPotential
 from pplsamplers.types import Array, PRNGKey
-
-_COUNT_CAP = 2**30
 
 
 class CSGLDState(NamedTuple):
@@ -37,6 +34,12 @@ class CSGLDState(NamedTuple):
     position: Array
     tau: Array
     num_noise_updates: Array
+
+
+class CSGLDParams(NamedTuple):
+    """Tunables: the step size ε."""
+
+    step_size: Array
 
 
 class CSGLDInfo(NamedTuple):
@@ -49,45 +52,36 @@ class CSGLDInfo(NamedTuple):
     frac_past_breaking_point: Array
 
 
-def validate_step_size(step_size: float) -> float:
-    """ε as a float; ``ValueError`` naming ``step_size`` unless finite and positive.
-
-    Plain Python checks, so that a kernel can be built inside ``jax.jit``.
-    """
-    if isinstance(step_size, bool) or not isinstance(step_size, int | float):
-        raise ValueError(f"step_size (ε) must be a finite positive number; got {step_size!r}.")
-    if not (math.isfinite(step_size) and step_size > 0):
-        raise ValueError(f"step_size (ε) must be a finite positive number; got {step_size!r}.")
-    return float(step_size)
-
-
-def init(position: Array) -> CSGLDState:
-    """Initial state at ``position``."""
+def init(
+    rng_key: PRNGKey, position: Array, potential: SubsampledPotential, params: CSGLDParams
+) -> CSGLDState:
+    """Initial state at ``position``: no noise averaged yet (τ̂ = 0)."""
     position = jnp.asarray(position)
     return CSGLDState(position, jnp.zeros_like(position), jnp.asarray(0, jnp.int32))
 
 
-def injected_variance(step_size: float, tau: Array) -> Array:
+def injected_variance(step_size: Array | float, tau: Array) -> Array:
     """2ε − ε² τ̂², clipped at zero (Alg. 7 with h = 2ε)."""
     return jnp.maximum(2.0 * step_size - step_size**2 * tau**2, 0.0)
 
 
 def build_kernel(
-    potential: SubsampledPotential,
-    step_size: float,
-    *,
     noise_decay: float = 0.9,
-) -> Callable[[PRNGKey, CSGLDState], tuple[CSGLDState, CSGLDInfo]]:
-    """Build a c-SGLD step (Alg. 7).
+) -> Callable[
+    [PRNGKey, CSGLDState, SubsampledPotential, CSGLDParams], tuple[CSGLDState, CSGLDInfo]
+]:
+    """Build a c-SGLD step (Alg. 7); ε comes in ``params``.
 
     Parameters
     ----------
-    potential
-        The minibatch potential; a step costs one pass over one minibatch (n data).
-    step_size
-        ε > 0, in the convention of :mod:`pplsamplers.kernels.sgld` (Alg. 7's h is 2ε).
     noise_decay
         β in [0, 1): weight of the old τ̂ in its moving average.
+
+    Returns
+    -------
+    kernel(rng_key, state, potential, params) -> (state, info)
+        One step costs one pass over one minibatch (n data).  ε is in the convention of
+        :mod:`pplsamplers.kernels.sgld` (Alg. 7's h is 2ε).
 
     Examples
     --------
@@ -96,40 +90,32 @@ def build_kernel(
     >>> data = jnp.linspace(-1.0, 1.0, 50)
     >>> terms = lambda x, idx: (0.5 * x @ x, 0.5 * (data[idx] - x[0]) ** 2)
     >>> pot = build_potential(terms, dim=1, N=50, n=10, init_position=jnp.zeros(1))
-    >>> step = build_kernel(pot, step_size=1e-3)
-    >>> state, info = step(jax.random.key(0), init(jnp.zeros(1)))
+    >>> params = CSGLDParams(jnp.asarray(1e-3))
+    >>> state = init(jax.random.key(0), jnp.zeros(1), pot, params)
+    >>> state, info = build_kernel()(jax.random.key(1), state, pot, params)
     >>> state.position.shape, int(info.data_evals)
     ((1,), 10)
     """
-    step_size = validate_step_size(step_size)
-    noise_decay = validate_noise_decay(noise_decay)
 
-    def step(rng_key: PRNGKey, state: CSGLDState) -> tuple[CSGLDState, CSGLDInfo]:
+    def kernel(
+        rng_key: PRNGKey, state: CSGLDState, potential: SubsampledPotential, params: CSGLDParams
+    ) -> tuple[CSGLDState, CSGLDInfo]:
         batch_key, noise_key = jax.random.split(rng_key)
-        idx = potential.sample_indices(batch_key)
-        grad, tau_now = gradient_and_noise(potential, state.position, idx)
-        tau = update_noise_average(state.tau, tau_now, state.num_noise_updates, noise_decay)
-        variance = injected_variance(step_size, tau)
+        grad, state, batch_size = averaged_gradient(potential, state, batch_key, noise_decay)
+        step_size = jnp.asarray(params.step_size, grad.dtype)
+        variance = injected_variance(step_size, state.tau)
         noise = jax.random.normal(noise_key, grad.shape, grad.dtype)
         position = state.position + step_size * grad + jnp.sqrt(variance) * noise
         info = CSGLDInfo(
-            data_evals=jnp.asarray(idx.shape[0]),
-            step_size=jnp.asarray(step_size, grad.dtype),
+            data_evals=batch_size,
+            step_size=step_size,
             grad_norm=jnp.linalg.norm(grad),
-            tau_mean=jnp.mean(tau),
+            tau_mean=jnp.mean(state.tau),
             frac_past_breaking_point=jnp.mean((variance == 0.0).astype(grad.dtype)),
         )
-        count = jnp.minimum(state.num_noise_updates + 1, _COUNT_CAP)
-        return CSGLDState(position, tau, count), info
+        return state._replace(position=position), info
 
-    return step
+    return kernel
 
 
-__all__ = [
-    "CSGLDInfo",
-    "CSGLDState",
-    "build_kernel",
-    "init",
-    "injected_variance",
-    "validate_step_size",
-]
+__all__ = ["CSGLDInfo", "CSGLDParams", "CSGLDState", "build_kernel", "init", "injected_variance"]

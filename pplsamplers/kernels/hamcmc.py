@@ -25,7 +25,9 @@ Step size: constant, or ε_t = (a/t_k)^0.51 with t_k = M⌈t/M⌉, constant with
 M steps as Condition 1 requires.
 
 The state stores the last M states and M−1 pairs in ring buffers indexed by ``t mod M`` and
-``t mod (M−1)``.
+``t mod (M−1)``.  BlackJAX-style two levels: :func:`init` and :func:`build_kernel` take the
+structural options (M, the schedule's form); ε or a, κ, γ, λ and the start's step are
+:class:`HAMCMCParams`, traced, so a warmup or a vmapped grid changes them without recompiling.
 
 When the preconditioning pays (measured, ``benchmarks/hamcmc_linear_gaussian.py``): a pair
 ``s = θ_t − θ_{t−M}`` is one sub-chain step, drift ``εHg`` plus noise ``√(2ε) S z``.  While the
@@ -88,7 +90,7 @@ class HAMCMCInfo(NamedTuple):
     ``data_evals`` is per-datum likelihood terms evaluated (2n: two minibatch gradients);
     ``skipped_pairs`` is 1 if this step's new pair failed ``sᵀy > 0`` (its sum over draws is
     the number skipped); ``step_size`` is ε_t; ``curvature`` is the new pair's ``sᵀy``;
-    ``sgld_start`` flags the first 2M steps.
+    ``sgld_start`` flags the first 2M steps; ``num_skipped_pairs`` is the running count.
     """
 
     data_evals: Array
@@ -96,54 +98,41 @@ class HAMCMCInfo(NamedTuple):
     step_size: Array
     curvature: Array
     sgld_start: Array
+    num_skipped_pairs: Array
 
 
-def validate_config(
-    step_size: float | Array,
-    memory_size: int,
-    damping: float | Array,
-    initial_scale: float | Array,
-    schedule: str = "constant",
-    sgld_step_size: float | Array | None = None,
-) -> None:
-    """Raise ``ValueError`` naming the argument when a HAMCMC setting is invalid.
+class HAMCMCParams(NamedTuple):
+    """Tunables (traced): the step size, the schedule, H⁰ = γI and the trust-region shift.
 
-    Traced values (a hyperparameter grid under ``jax.vmap``) cannot be checked and pass.
+    Attributes
+    ----------
+    step_size
+        ε > 0 for ``schedule="constant"``; ``a`` of ε_t = (a/t)^κ for ``"polynomial"``.
+    initial_scale
+        γ > 0 of H⁰ = γI.  ε γ acts as the SGLD step size in directions the pairs miss.
+    damping
+        λ ≥ 0, the trust-region shift y ← y + λ s (keeps H positive definite under noise).
+    decay_exponent
+        κ of the polynomial schedule (the paper's 0.51).
+    sgld_step_size
+        Step size of the first 2M SGLD steps; ``None`` uses γ ε_t (SGLD with metric H⁰).
     """
 
-    def number(value: object, name: str) -> float | None:
-        if isinstance(value, jax.core.Tracer):
-            return None
-        if isinstance(value, bool) or not isinstance(value, int | float | jax.Array):
-            raise ValueError(f"{name} must be a number; got {value!r}.")
-        if jnp.ndim(value) != 0:
-            raise ValueError(f"{name} must be a scalar; got shape {jnp.shape(value)}.")
-        return float(value)
-
-    def positive(value: object, name: str, symbol: str) -> None:
-        number_ = number(value, name)
-        if number_ is not None and not 0 < number_ < float("inf"):
-            raise ValueError(f"{name} ({symbol}) must be a finite number > 0; got {value!r}.")
-
-    positive(step_size, "step_size", "ε, or a of the (a/t)^0.51 schedule")
-    if isinstance(memory_size, bool) or not isinstance(memory_size, int) or memory_size < 2:
-        raise ValueError(
-            f"memory_size (M) must be a Python integer >= 2: the pairs then exclude θ_(t−M); "
-            f"got {memory_size!r}."
-        )
-    damping_ = number(damping, "damping")
-    if damping_ is not None and not 0 <= damping_ < float("inf"):
-        raise ValueError(
-            f"damping (λ, trust region y += λ s) must be finite and >= 0; got {damping!r}."
-        )
-    positive(initial_scale, "initial_scale", "γ of H⁰ = γI")
-    if schedule not in ("constant", "polynomial"):
-        raise ValueError(f"schedule must be 'constant' or 'polynomial'; got {schedule!r}.")
-    if sgld_step_size is not None:
-        positive(sgld_step_size, "sgld_step_size", "step of the SGLD start")
+    step_size: Array | float
+    initial_scale: Array | float = 1.0
+    damping: Array | float = 1.0
+    decay_exponent: Array | float = 0.51
+    sgld_step_size: Array | float | None = None
 
 
-def init(position: Array, memory_size: int = 2) -> HAMCMCState:
+def init(
+    rng_key: PRNGKey,
+    position: Array,
+    potential: SubsampledPotential,
+    params: HAMCMCParams,
+    *,
+    memory_size: int = 2,
+) -> HAMCMCState:
     """Initial state θ_0 = ``position``, empty pair memory.
 
     Parameters
@@ -153,7 +142,6 @@ def init(position: Array, memory_size: int = 2) -> HAMCMCState:
     memory_size
         M ≥ 2 (the same value as given to :func:`build_kernel`).
     """
-    validate_config(1.0, memory_size, 0.0, 1.0)
     position = jnp.asarray(position)
     num_pairs = memory_size - 1
     empty = jnp.zeros((num_pairs,) + position.shape, position.dtype)
@@ -170,7 +158,11 @@ def init(position: Array, memory_size: int = 2) -> HAMCMCState:
 
 
 def step_size_at(
-    t: Array, step_size: float, memory_size: int, schedule: Schedule, exponent: float = 0.51
+    t: Array,
+    step_size: Array | float,
+    memory_size: int,
+    schedule: Schedule,
+    exponent: Array | float = 0.51,
 ) -> Array:
     """ε_t: ``step_size`` (constant), or ``(step_size / (M⌈t/M⌉))^exponent`` (polynomial).
 
@@ -183,6 +175,14 @@ def step_size_at(
     return (step_size / block_end.astype(jnp.result_type(float))) ** exponent
 
 
+def scheduled_step_size(
+    params: NamedTuple, t: Array, memory_size: int, schedule: Schedule, dtype: jnp.dtype
+) -> Array:
+    """ε_t of ``params`` (fields ``step_size`` and ``decay_exponent``) in ``dtype``."""
+    epsilon = step_size_at(t, params.step_size, memory_size, schedule, params.decay_exponent)
+    return epsilon.astype(dtype)
+
+
 def chronological(buffer: Array, t: Array) -> Array:
     """Pairs τ = t−K, …, t−1 of a ``(K, ...)`` ring buffer (slot ``τ mod K``), oldest first."""
     num = buffer.shape[0]
@@ -190,39 +190,23 @@ def chronological(buffer: Array, t: Array) -> Array:
 
 
 def build_kernel(
-    potential: SubsampledPotential,
-    step_size: float | Array,
-    *,
-    memory_size: int = 2,
-    damping: float | Array = 1.0,
-    initial_scale: float | Array = 1.0,
-    schedule: Schedule = "constant",
-    decay_exponent: float = 0.51,
-    sgld_step_size: float | Array | None = None,
-) -> Callable[[PRNGKey, HAMCMCState], tuple[HAMCMCState, HAMCMCInfo]]:
-    """Build a HAMCMC step (Alg. 1, eqs. 6, 10, 11).
+    memory_size: int = 2, schedule: Schedule = "constant"
+) -> Callable[
+    [PRNGKey, HAMCMCState, SubsampledPotential, HAMCMCParams], tuple[HAMCMCState, HAMCMCInfo]
+]:
+    """Build a HAMCMC step (Alg. 1, eqs. 6, 10, 11); the tunables come in :class:`HAMCMCParams`.
 
     Parameters
     ----------
-    potential
-        The minibatch potential Ũ.
-    step_size
-        ε > 0 for ``schedule="constant"``; ``a`` of ε_t = (a/t)^0.51 for ``"polynomial"``.
     memory_size
         M ≥ 2: each step moves θ_{t−M}; H_t uses the M−1 most recent pairs.
-    damping
-        λ ≥ 0, the trust-region shift y ← y + λ s (keeps H positive definite under noise).
-    initial_scale
-        γ > 0 of H⁰ = γI.  ε γ acts as the SGLD step size in directions the pairs miss.
-    schedule, decay_exponent
-        Step-size schedule (see :func:`step_size_at`).
-    sgld_step_size
-        Step size of the first 2M SGLD steps; ``None`` uses γ ε_t (SGLD with metric H⁰).
+    schedule
+        ``"constant"`` or ``"polynomial"`` step size (see :func:`step_size_at`).
 
     Returns
     -------
-    step
-        ``step(rng_key, state) -> (state, info)``.
+    kernel(rng_key, state, potential, params) -> (state, info)
+        One step costs two minibatch gradients (2n data).
 
     Examples
     --------
@@ -230,21 +214,24 @@ def build_kernel(
     >>> from pplsamplers.potential import build_potential
     >>> terms = lambda x, idx: (0.5 * x @ x, jnp.zeros(idx.shape[0]))
     >>> pot = build_potential(terms, dim=3, N=1, n=1, init_position=jnp.zeros(3))
-    >>> step = build_kernel(pot, step_size=0.1, memory_size=2)
-    >>> state = init(jnp.zeros(3), memory_size=2)
-    >>> for key in jax.random.split(jax.random.key(0), 6):
-    ...     state, info = step(key, state)
+    >>> params = HAMCMCParams(step_size=0.1)
+    >>> kernel = build_kernel(memory_size=2)
+    >>> state = init(jax.random.key(0), jnp.zeros(3), pot, params, memory_size=2)
+    >>> for key in jax.random.split(jax.random.key(1), 6):
+    ...     state, info = kernel(key, state, pot, params)
     >>> state.position.shape, int(info.data_evals), bool(info.sgld_start)
     ((3,), 2, False)
     """
-    validate_config(step_size, memory_size, damping, initial_scale, schedule, sgld_step_size)
     M = memory_size
 
-    def step(rng_key: PRNGKey, state: HAMCMCState) -> tuple[HAMCMCState, HAMCMCInfo]:
+    def kernel(
+        rng_key: PRNGKey, state: HAMCMCState, potential: SubsampledPotential, params: HAMCMCParams
+    ) -> tuple[HAMCMCState, HAMCMCInfo]:
         batch_key, noise_key = jax.random.split(rng_key)
         t = state.iteration + 1
         dtype = state.position.dtype
-        epsilon = step_size_at(t, step_size, M, schedule, decay_exponent).astype(dtype)
+        epsilon = scheduled_step_size(params, t, M, schedule, dtype)
+        initial_scale = jnp.asarray(params.initial_scale, dtype)
         sgld_start = t <= 2 * M
         idx = potential.sample_indices(batch_key)
         z = jax.random.normal(noise_key, state.position.shape, dtype)
@@ -265,8 +252,8 @@ def build_kernel(
         noise = lbfgs.sqrt_product(factors, initial_scale, z)
         start_eps = (
             initial_scale * epsilon
-            if sgld_step_size is None
-            else jnp.asarray(sgld_step_size, dtype)
+            if params.sgld_step_size is None  # pytree structure: a Python-level choice
+            else jnp.asarray(params.sgld_step_size, dtype)
         )
         drift = jnp.where(sgld_start, start_eps * grad_back, epsilon * preconditioned_grad)
         diffusion = jnp.where(
@@ -277,7 +264,7 @@ def build_kernel(
         # memory pair on the same minibatch Ω_t (Alg. 1 line 8); trust-region shift y += λ s.
         grad_new = potential.grad(theta, idx)
         s_new = theta - theta_back
-        y_new = grad_new - grad_back + damping * s_new
+        y_new = grad_new - grad_back + params.damping * s_new
         s_y = jnp.dot(s_new, y_new)
         formed = t >= M  # θ_{t−M} is θ_0 or a later state, not a placeholder
         curvature_ok = jnp.isfinite(s_y) & (s_y > 0)
@@ -300,18 +287,20 @@ def build_kernel(
             step_size=epsilon,
             curvature=s_y,
             sgld_start=sgld_start,
+            num_skipped_pairs=new_state.num_skipped_pairs,
         )
         return new_state, info
 
-    return step
+    return kernel
 
 
 __all__ = [
     "HAMCMCInfo",
+    "HAMCMCParams",
     "HAMCMCState",
     "build_kernel",
     "chronological",
     "init",
+    "scheduled_step_size",
     "step_size_at",
-    "validate_config",
 ]

@@ -18,9 +18,12 @@ the adaptive step size of §4.2.  Conventions from DESIGN §5 "SGBD".  Per coord
   - extreme (Alg. 4):   p̄ = 1{z_j ĝ_j > 0} (½ when z_j ĝ_j = 0, so that a zero gradient moves
     symmetrically).
 
-With ``adapt_step_size=True`` each step also sets σ_j = 1.702/(1.233 τ̂_j) (§4.2), so that
-about 99 % of increments stay below the breaking point; σ_j is left unchanged where τ̂_j = 0
-(full batch).  The kernel is BlackJAX-style; σ lives in the state because it may adapt.
+σ is a tunable (:class:`SGBDParams`); the adaptive rule of §4.2, σ_j = 1.702/(1.233 τ̂_j)
+(:func:`adaptive_step_size`, so that about 99 % of increments stay below the breaking point;
+σ_j is left unchanged where τ̂_j = 0, a full batch), is the sampler's warmup
+(:mod:`pplsamplers.infer.sgbd`), after which σ is frozen.  τ̂ is the algorithm's own moving
+average and lives in the state.  BlackJAX-style two levels: :func:`init` and
+:func:`build_kernel` (structural options: ``variant``, ``noise_decay``).
 """
 
 from __future__ import annotations
@@ -30,7 +33,6 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from pplsamplers.potential import SubsampledPotential
 from pplsamplers.types import Array, PRNGKey
@@ -45,12 +47,21 @@ _COUNT_CAP = 2**30  # the update count only needs to tell the first τ from late
 
 
 class SGBDState(NamedTuple):
-    """Position, per-coordinate step size σ, noise average τ̂, and how many τ were averaged."""
+    """Position, noise average τ̂ and how many τ were averaged.
+
+    τ̂ is part of the algorithm (the corrected rule reads it at every step, warmup or not), so
+    it lives here; σ is a tunable and lives in :class:`SGBDParams`.
+    """
 
     position: Array
-    step_size: Array
     tau: Array
     num_noise_updates: Array
+
+
+class SGBDParams(NamedTuple):
+    """Tunables: σ, one per coordinate (shape ``(D,)``; :func:`make_params` broadcasts a scalar)."""
+
+    step_size: Array
 
 
 class SGBDInfo(NamedTuple):
@@ -70,67 +81,17 @@ class SGBDInfo(NamedTuple):
     step_size_mean: Array
 
 
-def validate_step_size(step_size: float | Array, dim: int | None = None) -> Array:
-    """σ as an array: a positive finite scalar or a ``(dim,)`` vector.
-
-    Raises ``ValueError`` naming ``step_size`` otherwise.  A traced σ (inside ``jit`` or
-    ``vmap``, e.g. to sweep step sizes) can only have its shape checked.
-    """
-    if isinstance(step_size, jax.core.Tracer):
-        if step_size.ndim > 1 or (
-            dim is not None and step_size.ndim == 1 and step_size.shape[0] != dim
-        ):
-            raise ValueError(
-                f"step_size must be a scalar or have shape ({dim},); got shape {step_size.shape}."
-            )
-        return step_size
-    if isinstance(step_size, bool):
-        raise ValueError(f"step_size must be a positive number or vector; got {step_size!r}.")
-    try:
-        values = np.asarray(step_size, dtype=float)
-    except (TypeError, ValueError) as error:
-        raise ValueError(
-            f"step_size must be a positive number or vector; got {step_size!r}."
-        ) from error
-    if values.ndim > 1 or not np.all(np.isfinite(values)) or not np.all(values > 0):
-        raise ValueError(
-            f"step_size (σ) must be a finite positive scalar or a 1-D vector of them, one per "
-            f"coordinate; got {step_size!r}."
-        )
-    if dim is not None and values.ndim == 1 and values.shape[0] != dim:
-        raise ValueError(
-            f"step_size has {values.shape[0]} entries but the model has {dim} unconstrained "
-            "coordinates; give a scalar or one σ per coordinate."
-        )
-    return jnp.asarray(step_size)
+def make_params(step_size: float | Array, dim: int, dtype: jnp.dtype | None = None) -> SGBDParams:
+    """:class:`SGBDParams` with σ (a scalar or a ``(dim,)`` vector) broadcast to ``(dim,)``."""
+    return SGBDParams(jnp.broadcast_to(jnp.asarray(step_size, dtype), (dim,)))
 
 
-def validate_variant(variant: str) -> str:
-    """Raise ``ValueError`` naming ``variant`` unless it is vanilla, corrected or extreme."""
-    if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {VARIANTS}; got {variant!r}.")
-    return variant
-
-
-def validate_noise_decay(noise_decay: float) -> float:
-    """Raise ``ValueError`` naming ``noise_decay`` unless it lies in [0, 1)."""
-    if isinstance(noise_decay, bool) or not isinstance(noise_decay, int | float):
-        raise ValueError(f"noise_decay (β) must be a number in [0, 1); got {noise_decay!r}.")
-    if not 0.0 <= noise_decay < 1.0:
-        raise ValueError(f"noise_decay (β) must lie in [0, 1); got {noise_decay}.")
-    return float(noise_decay)
-
-
-def init(position: Array, step_size: float | Array) -> SGBDState:
-    """Initial state at ``position`` with step size σ (a scalar or one per coordinate)."""
+def init(
+    rng_key: PRNGKey, position: Array, potential: SubsampledPotential, params: SGBDParams
+) -> SGBDState:
+    """Initial state at ``position``: no noise averaged yet (τ̂ = 0)."""
     position = jnp.asarray(position)
-    sigma = validate_step_size(step_size, position.shape[0])
-    return SGBDState(
-        position=position,
-        step_size=jnp.broadcast_to(sigma, position.shape).astype(position.dtype),
-        tau=jnp.zeros_like(position),
-        num_noise_updates=jnp.asarray(0, jnp.int32),
-    )
+    return SGBDState(position, jnp.zeros_like(position), jnp.asarray(0, jnp.int32))
 
 
 def gradient_and_noise(potential: SubsampledPotential, x: Array, idx: Array) -> tuple[Array, Array]:
@@ -156,6 +117,20 @@ def update_noise_average(
     """τ̂ ← β τ̂ + (1 − β) τ; the first estimate is taken as is."""
     averaged = noise_decay * tau_average + (1.0 - noise_decay) * tau
     return jnp.where(num_updates == 0, tau, averaged)
+
+
+def averaged_gradient(
+    potential: SubsampledPotential, state: SGBDState, batch_key: PRNGKey, noise_decay: float
+) -> tuple[Array, SGBDState, Array]:
+    """ĝ on a fresh minibatch, ``state`` with τ̂ and its count updated, and the batch size n.
+
+    Shared by SGBD and c-SGLD (any state with ``tau`` and ``num_noise_updates`` fields).
+    """
+    idx = potential.sample_indices(batch_key)
+    grad, tau_now = gradient_and_noise(potential, state.position, idx)
+    tau = update_noise_average(state.tau, tau_now, state.num_noise_updates, noise_decay)
+    count = jnp.minimum(state.num_noise_updates + 1, _COUNT_CAP)
+    return grad, state._replace(tau=tau, num_noise_updates=count), jnp.asarray(idx.shape[0])
 
 
 def correction_factor(tau: Array, increment: Array) -> tuple[Array, Array]:
@@ -213,29 +188,22 @@ def adaptive_step_size(tau: Array, step_size: Array) -> Array:
 
 
 def build_kernel(
-    potential: SubsampledPotential,
-    *,
-    variant: str = "corrected",
-    noise_decay: float = 0.9,
-    adapt_step_size: bool = False,
-) -> Callable[[PRNGKey, SGBDState], tuple[SGBDState, SGBDInfo]]:
-    """Build an SGBD step (Alg. 2, 3 or 4; adaptive σ of §4.2 if asked).
+    variant: str = "corrected", noise_decay: float = 0.9
+) -> Callable[[PRNGKey, SGBDState, SubsampledPotential, SGBDParams], tuple[SGBDState, SGBDInfo]]:
+    """Build an SGBD step (Alg. 2, 3 or 4); σ comes in ``params`` (adapted by warmup, §4.2).
 
     Parameters
     ----------
-    potential
-        The minibatch potential; a step costs one pass over one minibatch (n data).
     variant
         ``"vanilla"`` (Alg. 2), ``"corrected"`` (Alg. 3, extreme past the breaking point)
         or ``"extreme"`` (Alg. 4).
     noise_decay
         β in [0, 1): weight of the old τ̂ in its moving average (0: current minibatch only).
-    adapt_step_size
-        Set σ_j = 1.702/(1.233 τ̂_j) at every step (§4.2); otherwise σ stays as in the state.
 
     Returns
     -------
-    step(rng_key, state) -> (state, info)
+    kernel(rng_key, state, potential, params) -> (state, info)
+        One step costs one pass over one minibatch (n data).
 
     Examples
     --------
@@ -244,21 +212,21 @@ def build_kernel(
     >>> data = jnp.linspace(-1.0, 1.0, 50)
     >>> terms = lambda x, idx: (0.5 * x @ x, 0.5 * (data[idx] - x[0]) ** 2)
     >>> pot = build_potential(terms, dim=1, N=50, n=10, init_position=jnp.zeros(1))
-    >>> step = build_kernel(pot, variant="corrected")
-    >>> state, info = step(jax.random.key(0), init(jnp.zeros(1), step_size=0.1))
+    >>> params = make_params(0.1, dim=1)
+    >>> state = init(jax.random.key(0), jnp.zeros(1), pot, params)
+    >>> state, info = build_kernel("corrected")(jax.random.key(1), state, pot, params)
     >>> state.position.shape, int(info.data_evals)
     ((1,), 10)
     """
-    validate_variant(variant)
-    noise_decay = validate_noise_decay(noise_decay)
 
-    def step(rng_key: PRNGKey, state: SGBDState) -> tuple[SGBDState, SGBDInfo]:
+    def kernel(
+        rng_key: PRNGKey, state: SGBDState, potential: SubsampledPotential, params: SGBDParams
+    ) -> tuple[SGBDState, SGBDInfo]:
         batch_key, increment_key, sign_key = jax.random.split(rng_key, 3)
-        idx = potential.sample_indices(batch_key)
-        grad, tau_now = gradient_and_noise(potential, state.position, idx)
-        tau = update_noise_average(state.tau, tau_now, state.num_noise_updates, noise_decay)
-        step_size = adaptive_step_size(tau, state.step_size) if adapt_step_size else state.step_size
+        grad, state, batch_size = averaged_gradient(potential, state, batch_key, noise_decay)
+        tau = state.tau
         shape, dtype = state.position.shape, state.position.dtype
+        step_size = jnp.broadcast_to(params.step_size, shape).astype(dtype)
         increment = step_size * (
             1.0 + INCREMENT_RELATIVE_SD * jax.random.normal(increment_key, shape, dtype)
         )
@@ -267,18 +235,16 @@ def build_kernel(
         position = state.position + jnp.where(plus, increment, -increment)
         uphill = jnp.where(increment * grad >= 0, prob_plus, 1.0 - prob_plus)
         info = SGBDInfo(
-            data_evals=jnp.asarray(idx.shape[0]),
+            data_evals=batch_size,
             flip_prob_mean=jnp.mean(prob_plus),
             uphill_prob_mean=jnp.mean(uphill),
             frac_past_breaking_point=jnp.mean(past.astype(dtype)),
             tau_mean=jnp.mean(tau),
             step_size_mean=jnp.mean(step_size),
         )
-        count = jnp.minimum(state.num_noise_updates + 1, _COUNT_CAP)
-        new_state = SGBDState(position, step_size, tau, count)
-        return new_state, info
+        return state._replace(position=position), info
 
-    return step
+    return kernel
 
 
 __all__ = [
@@ -286,17 +252,17 @@ __all__ = [
     "LOGISTIC_PROBIT_SCALE",
     "VARIANTS",
     "SGBDInfo",
+    "SGBDParams",
     "SGBDState",
     "adaptive_step_size",
+    "averaged_gradient",
     "build_kernel",
     "correction_factor",
     "extreme_probability",
     "flip_probability",
     "gradient_and_noise",
     "init",
+    "make_params",
     "move_probability",
     "update_noise_average",
-    "validate_noise_decay",
-    "validate_step_size",
-    "validate_variant",
 ]

@@ -1,5 +1,7 @@
-"""Shared PDMP machinery: flows, reflections, refreshment, grid discretisation, skeletons."""
+"""Shared PDMP machinery: flows, reflections, refreshment, grid discretisation, skeletons,
+and the one builder of the thinning PDMPs (:func:`build`)."""
 
+from pplsamplers.pdmp.builder import PDMP, Dynamics, PDMPParams, PDMPState, ThinningOptions, build
 from pplsamplers.pdmp.driver import IntervalResult, Skeleton, advance, integrate, run_skeleton
 from pplsamplers.pdmp.flow import (
     Flow,
@@ -12,6 +14,12 @@ from pplsamplers.pdmp.flow import (
 from pplsamplers.pdmp.poisson import integrated_linear_rate, linear_rate_arrival
 
 __all__ = [
+    "PDMP",
+    "Dynamics",
+    "PDMPParams",
+    "PDMPState",
+    "ThinningOptions",
+    "build",
     "Flow",
     "IntervalResult",
     "Skeleton",

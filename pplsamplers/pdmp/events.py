@@ -1,12 +1,11 @@
-"""Alg. 1 of Goan et al.: the next event of a PDMP from competing clocks, and the
-diagnostics every PDMP kernel reports.
+"""Alg. 1 of Goan et al.: the next event of a PDMP from competing clocks, and the one ``Info``
+every PDMP reports.
 
 :func:`make_next_event` races a refreshment time τ_ref ~ Exp(λ_ref) against the thinned event
 time of :func:`~pplsamplers.pdmp.interpolation.interpolation_thinning` (Alg. 2), applies the
 reflection or the refreshment, and keeps the envelope and the counters in the kernel state
 that :func:`pplsamplers.pdmp.driver.advance` threads through a sample interval.
-:func:`interval_diagnostics` turns one interval into the ``Info`` fields shared by BPS, σBPS
-and the Boomerang.
+:func:`interval_diagnostics` turns one interval into the :class:`PDMPInfo` of every PDMP.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ from pplsamplers.pdmp.driver import IntervalResult, NextEventFn
 from pplsamplers.pdmp.flow import Flow
 from pplsamplers.pdmp.interpolation import (
     Envelope,
-    PDMPTuning,
     RateFn,
     ThinningStats,
     add_stats,
@@ -51,11 +49,12 @@ def make_next_event(
     *,
     rate_along: Callable[[Array, Array], RateFn],
     reflect_at: Callable[[Array, Array, Any], Array],
-    draw_velocity: Callable[[PRNGKey], Array],
+    draw_velocity: Callable[[PRNGKey, Array], Array],
     flow: Flow,
-    refresh_rate: float,
+    refresh_rate: Array,
+    t_init: Array,
+    max_extrapolation: Array,
     alpha: float,
-    tuning: PDMPTuning,
     max_evaluations: int,
     min_gap: float = 0.0,
     noise_margin: float = 0.0,
@@ -75,13 +74,15 @@ def make_next_event(
     reflect_at
         ``(x(τ), v(τ), aux) -> v'``: the reflection at an accepted event, with the same aux.
     draw_velocity
-        ``key -> v``: the refreshment law Φ(v).
+        ``(key, x) -> v``: the refreshment law Φ(v) at position x.
     flow
         The deterministic flow.
     refresh_rate
-        λ_ref ≥ 0.
-    alpha, tuning, max_evaluations, min_gap, noise_margin, violation_tol
-        See :func:`interpolation_thinning` and :class:`PDMPTuning`.
+        λ_ref ≥ 0 (traced; 0 never refreshes).
+    t_init, max_extrapolation
+        The envelope's start offset and horizon cap (traced).
+    alpha, max_evaluations, min_gap, noise_margin, violation_tol
+        See :func:`interpolation_thinning`.
     """
 
     def next_event(
@@ -89,18 +90,17 @@ def make_next_event(
     ) -> tuple[Array, Array, tuple[Envelope, EventCounts], Array]:
         envelope, counts = carry
         refresh_key, thin_key, velocity_key = jax.random.split(rng_key, 3)
-        if refresh_rate > 0:
-            t_refresh = jax.random.exponential(refresh_key, dtype=x.dtype) / refresh_rate
-        else:
-            t_refresh = jnp.asarray(jnp.inf, x.dtype)
+        rate = jnp.asarray(refresh_rate, x.dtype)
+        draw = jax.random.exponential(refresh_key, dtype=x.dtype)
+        t_refresh = jnp.where(rate > 0, draw / jnp.where(rate > 0, rate, 1.0), jnp.inf)
         out = interpolation_thinning(
             thin_key,
             rate_along(x, v),
             envelope,
             horizon=jnp.minimum(horizon, t_refresh),
             alpha=alpha,
-            t_init=tuning.t_init,
-            max_extrapolation=tuning.max_extrapolation,
+            t_init=t_init,
+            max_extrapolation=max_extrapolation,
             max_evaluations=max_evaluations,
             min_gap=min_gap,
             noise_margin=noise_margin,
@@ -110,7 +110,7 @@ def make_next_event(
         bounced = lax.cond(out.accepted, lambda: reflect_at(x_t, v_t, out.aux), lambda: v_t)
         refreshed = out.reached_horizon & (t_refresh < horizon)
         v_after = jnp.where(
-            out.accepted, bounced, jnp.where(refreshed, draw_velocity(velocity_key), v_t)
+            out.accepted, bounced, jnp.where(refreshed, draw_velocity(velocity_key, x_t), v_t)
         )
         # after a reflection G(0+) = -G(tau) for the same minibatch: the envelope starts from it
         after_bounce = fresh_envelope(x.dtype, -out.rate)._replace(noise=out.noise)
@@ -130,17 +130,47 @@ def make_next_event(
     return next_event
 
 
+class PDMPInfo(NamedTuple):
+    """Diagnostics of one sample interval, shared by every PDMP (BPS, σBPS, Boomerang, SBPS).
+
+    A field a sampler does not have is zero (e.g. ``num_auxiliary`` outside SBPS, the
+    thinning caps in SBPS, whose proposals come from its regression bound).
+    """
+
+    data_evals: Array
+    num_proposals: Array
+    num_bounces: Array
+    num_refreshes: Array
+    rate_evals: Array
+    bound_violations: Array
+    max_rate_ratio: Array
+    proposal_cap_hits: Array
+    horizon_cap_hits: Array
+    interval_capped: Array
+    num_auxiliary: Array
+    """Observations outside proposals (SBPS's Supp. E look-aheads and gap fillers)."""
+    time_average: Array
+    """(1/Δ) ∫ x(t) dt over the interval (SBPS eq. 19)."""
+    time_average_sq: Array
+    """(1/Δ) ∫ x(t)² dt over the interval."""
+    sample_interval: Array
+
+
+PDMP_INFO_FIELDS = PDMPInfo._fields
+"""The ``Info`` fields every PDMP exports to ``sample_stats``."""
+
+
 def interval_diagnostics(
     out: IntervalResult, counts: EventCounts, evals_per_rate: int, sample_interval: Array
-) -> dict[str, Array]:
-    """The ``Info`` fields shared by the PDMP kernels, from one :func:`advance` call.
+) -> PDMPInfo:
+    """The :class:`PDMPInfo` of one :func:`advance` call of a thinning PDMP.
 
     ``data_evals`` = (rate evaluations + reflections) × ``evals_per_rate`` (n, or N for a
     full batch): every rate evaluation is one jvp on a minibatch and every reflection one
-    gradient on the same minibatch.
+    gradient on the same minibatch.  ``num_auxiliary`` is zero (there are none).
     """
     stats = counts.thinning
-    return dict(
+    return PDMPInfo(
         data_evals=(stats.rate_evals + counts.bounces) * evals_per_rate,
         num_proposals=stats.proposals,
         num_bounces=counts.bounces,
@@ -151,32 +181,16 @@ def interval_diagnostics(
         proposal_cap_hits=stats.proposal_cap_hits,
         horizon_cap_hits=stats.horizon_cap_hits,
         interval_capped=out.capped,
+        num_auxiliary=jnp.zeros((), jnp.int32),
         time_average=out.mean,
         time_average_sq=out.mean_sq,
         sample_interval=jnp.asarray(sample_interval, out.mean.dtype),
     )
 
 
-PDMP_INFO_FIELDS = (
-    "data_evals",
-    "num_proposals",
-    "num_bounces",
-    "num_refreshes",
-    "rate_evals",
-    "bound_violations",
-    "max_rate_ratio",
-    "proposal_cap_hits",
-    "horizon_cap_hits",
-    "interval_capped",
-    "time_average",
-    "time_average_sq",
-    "sample_interval",
-)
-"""Names of the fields returned by :func:`interval_diagnostics` (the kernels' Info order)."""
-
-
 __all__ = [
     "PDMP_INFO_FIELDS",
+    "PDMPInfo",
     "EventCounts",
     "interval_diagnostics",
     "make_next_event",

@@ -84,24 +84,6 @@ class Envelope(NamedTuple):
     """the noise standard deviation of ``slope``, √(c_n² + c_{n−1}²) / gap"""
 
 
-class PDMPTuning(NamedTuple):
-    """Quantities of a PDMP kernel that warmup may adapt (kept in the kernel state).
-
-    Attributes
-    ----------
-    sample_interval
-        Δ, the time between two MCMC samples (DESIGN §3.4).
-    t_init
-        Time of the second evaluation that starts an envelope (Alg. 2).
-    max_extrapolation
-        Horizon cap: the furthest the envelope is extrapolated past its newest evaluation.
-    """
-
-    sample_interval: Array
-    t_init: Array
-    max_extrapolation: Array
-
-
 class ThinningStats(NamedTuple):
     """Counters of :func:`interpolation_thinning` (summable)."""
 
@@ -196,43 +178,6 @@ def envelope_rate(
         return h0, a
     margin = noise_margin * (envelope.noise + envelope.slope_noise * elapsed)
     return h0 + margin, a + noise_margin * envelope.slope_noise
-
-
-def validate_thinning(
-    alpha: float,
-    max_evaluations: int,
-    min_gap: float = 0.0,
-    violation_tol: float = 1e-8,
-    noise_margin: float = 0.0,
-) -> None:
-    """Raise ``ValueError`` naming the argument if a thinning setting is invalid."""
-    if not (jnp.isfinite(alpha) and alpha >= 1.0):
-        raise ValueError(
-            f"alpha must be a finite number >= 1 (eq. 12 of Goan et al.); got {alpha}."
-        )
-    if (
-        isinstance(max_evaluations, bool)
-        or not isinstance(max_evaluations, int)
-        or max_evaluations < 2
-    ):
-        raise ValueError(f"max_evaluations must be an integer >= 2; got {max_evaluations!r}.")
-    if not min_gap >= 0:
-        raise ValueError(f"min_gap must be >= 0; got {min_gap}.")
-    if not (jnp.isfinite(noise_margin) and noise_margin >= 0):
-        raise ValueError(f"noise_margin must be a finite number >= 0; got {noise_margin}.")
-    if not violation_tol >= 0:
-        raise ValueError(f"violation_tol must be >= 0; got {violation_tol}.")
-
-
-def validate_tuning(sample_interval: float, t_init: float, max_extrapolation: float) -> None:
-    """Raise ``ValueError`` naming the argument unless all three are finite and positive."""
-    for name, value in (
-        ("sample_interval", sample_interval),
-        ("t_init", t_init),
-        ("max_extrapolation", max_extrapolation),
-    ):
-        if value is None or not (jnp.isfinite(value) and value > 0):
-            raise ValueError(f"{name} must be a finite positive number; got {value!r}.")
 
 
 def interpolation_thinning(
@@ -419,7 +364,6 @@ def interpolation_thinning(
 
 __all__ = [
     "Envelope",
-    "PDMPTuning",
     "RateFn",
     "ThinningResult",
     "ThinningStats",
@@ -427,7 +371,5 @@ __all__ = [
     "envelope_rate",
     "fresh_envelope",
     "interpolation_thinning",
-    "validate_thinning",
-    "validate_tuning",
     "zero_stats",
 ]

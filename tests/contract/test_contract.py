@@ -38,7 +38,7 @@ def _run(kernel, data, method, key=0):
 
 
 def test_registry_is_not_empty():
-    assert {"SGLD", "pSGLD"} <= set(REGISTRY)
+    assert {"sgld", "psgld", "sbps", "boomerang", "sgbd", "hamcmc"} <= set(REGISTRY)
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))

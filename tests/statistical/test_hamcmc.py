@@ -86,20 +86,17 @@ def runner_for(dim, correlation, memory_size, num_steps):
 def make_runner(potential, memory_size, num_steps):
     """Compiled ``(step_size, initial_scale, keys) -> draws``; ε and γ are traced, one compile."""
 
+    kernel = hamcmc.build_kernel(memory_size)
+
     def chain(step_size, initial_scale, start, key):
-        step = hamcmc.build_kernel(
-            potential,
-            step_size,
-            memory_size=memory_size,
-            damping=DAMPING,
-            initial_scale=initial_scale,
-        )
+        params = hamcmc.HAMCMCParams(step_size, initial_scale=initial_scale, damping=DAMPING)
 
         def body(state, k):
-            state, _ = step(k, state)
+            state, _ = kernel(k, state, potential, params)
             return state, state.position
 
-        state = hamcmc.init(start, memory_size)  # stationary start: no burn-in bias
+        # stationary start: no burn-in bias
+        state = hamcmc.init(key, start, potential, params, memory_size=memory_size)
         return jax.lax.scan(body, state, jax.random.split(key, num_steps))[1]
 
     return jax.jit(jax.vmap(chain, (None, None, None, 0)))

@@ -1,8 +1,8 @@
 """Statistical tests of SBPS / pSBPS (fixed keys, ArviZ ESS and MCSE).
 
-The chains are driven by the adapters' own pure ``(init, step)`` pair (``SBPS.build``), so
-warmup (Δ, λ_r and the pSBPS preconditioner) is exactly the adapter's, without NumPyro's
-per-run recompilation.  Logistic-regression references are NumPyro NUTS runs stored by
+The chains are driven by the samplers' own :class:`~pplsamplers.infer.spec.KernelSpec` (``kernel.spec``:
+init, kernel, default params and warmup, frozen after ``num_warmup`` steps as the adapter does),
+on the raw potential, without NumPyro's per-run recompilation.  Logistic-regression references are NumPyro NUTS runs stored by
 ``tests/data/make_references.py``.
 """
 
@@ -17,6 +17,7 @@ import pytest
 
 from models import logistic_regression
 from pplsamplers.infer.sbps import PSBPS, SBPS
+from pplsamplers.infer.spec import WarmupWindow
 from pplsamplers.potential import build_potential
 
 pytestmark = pytest.mark.statistical
@@ -27,22 +28,32 @@ NUM_CHAINS = 4
 
 def run_chains(kernel, potential, key, num_warmup, num_samples, starts):
     """Sequential chains through one compiled scan: draws (C, S, D) and summed infos."""
-    init, step = kernel.build(potential, num_warmup)
+    spec = kernel.spec
+    step = spec.build_kernel()
+    start_params = spec.default_params(jax.random.key(1), potential)
 
     @jax.jit
     def chain(key, start):
         init_key, run_key = jax.random.split(key)
-        kernel_state, adapt = init(init_key, start)
+        kernel_state = spec.init(init_key, start, potential, start_params)
+        adapt = spec.warmup_init(kernel_state, start_params)
 
         def body(carry, xs):
-            iteration, step_key = xs
-            state, adapt = carry
-            state, adapt, info = step(step_key, state, adapt, iteration)
-            return (state, adapt), (state.position, info)
+            iteration, key = xs
+            step_key, warmup_key = jax.random.split(key)
+            state, params, adapt = carry
+            state, info = step(step_key, state, potential, params)
+            window = WarmupWindow(iteration, num_warmup)
+            state, params, adapt = jax.lax.cond(
+                iteration < num_warmup,
+                lambda: spec.warmup(warmup_key, state, params, adapt, info, potential, window),
+                lambda: (state, params, adapt),
+            )
+            return (state, params, adapt), (state.position, info)
 
         total = num_warmup + num_samples
         xs = (jnp.arange(total), jax.random.split(run_key, total))
-        _, (positions, infos) = jax.lax.scan(body, (kernel_state, adapt), xs)
+        _, (positions, infos) = jax.lax.scan(body, (kernel_state, start_params, adapt), xs)
         return jax.tree.map(lambda a: a[num_warmup:], (positions, infos))
 
     runs = [chain(k, s) for k, s in zip(jax.random.split(key, len(starts)), starts, strict=True)]

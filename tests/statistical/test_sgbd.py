@@ -34,7 +34,8 @@ def test_full_batch_sgbd_matches_the_linear_gaussian_posterior():
     reference = linear_gaussian.reference((A, x), kwargs)["theta"]
     sigma = 0.25 * np.asarray(reference["sd"])  # per-coordinate σ
     mcmc = MCMC(
-        SGBD(linear_gaussian.model, step_size=sigma),
+        # σ in the model's coordinates on the full batch: no whitening, no automatic batch size
+        SGBD(linear_gaussian.model, step_size=sigma, subsample_size=200, precondition=None),
         num_warmup=200,
         num_samples=4000,
         num_chains=4,
@@ -93,13 +94,13 @@ def _toy_draws(key, shape, noise_sd, sigma, kind):
                 (jax.random.uniform(k, (BATCH,)) * N_PSEUDO).astype(jnp.int32), N_PSEUDO - 1
             )
         )
-        if kind == "sgld":
-            step = sgld.build_kernel(potential, SGLD_STEP**2 / 2)
     if kind == "sgld":
-        state = sgld.init(start)
+        kernel, params = sgld.build_kernel(), sgld.SGLDParams(SGLD_STEP**2 / 2, jnp.ones(1))
+        state = sgld.init(key, start, potential, params)
     else:
-        step = sgbd.build_kernel(potential, variant=kind)
-        state = sgbd.init(start, jnp.full(1, sigma))
+        kernel, params = sgbd.build_kernel(kind), sgbd.make_params(sigma, 1)
+        state = sgbd.init(key, start, potential, params)
+    step = lambda k, s: kernel(k, s, potential, params)
 
     def chain(chain_key):
         def body(current, step_key):

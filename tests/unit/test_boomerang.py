@@ -13,6 +13,7 @@ from pplsamplers.kernels.boomerang_reference import (
     curvature_diagonal,
     gaussian_reference,
 )
+from pplsamplers.pdmp.builder import NOISY_DEFAULTS
 from pplsamplers.pdmp.flow import elliptical_flow
 from pplsamplers.potential import build_potential
 
@@ -95,9 +96,10 @@ def test_rate_uses_energy_gradient_not_potential_gradient():
     grad_e = boomerang.energy_gradient(potential, ref, x, jnp.arange(5))
     np.testing.assert_allclose(grad_e, 0.0, atol=1e-10)
     assert float(jnp.linalg.norm(potential.grad(x, jnp.arange(5)))) > 0.1
-    step = jax.jit(boomerang.build_kernel(potential, ref))
-    state = boomerang.init(jax.random.key(0), x, ref)
-    state, info = step(jax.random.key(1), state)
+    pdmp, params = boomerang.build_pdmp(), boomerang.make_params(ref)
+    state = pdmp.init(jax.random.key(0), x, potential, params)
+    step = jax.jit(lambda key, s, p: pdmp.kernel(key, s, potential, p))
+    state, info = step(jax.random.key(1), state, params)
     assert int(info.num_bounces) == 0 and int(info.bound_violations) == 0
     # exact time averages of the elliptical flow are reported
     assert info.time_average.shape == (D,) and bool(jnp.all(info.time_average_sq >= 0))
@@ -107,9 +109,10 @@ def test_kernel_bounces_with_a_mismatched_reference_and_counts_data():
     precision = np.linalg.inv(FULL_COV)
     potential = _gaussian_potential(precision, MEAN)
     ref = gaussian_reference(jnp.zeros(D), jnp.ones(D))
-    step = jax.jit(boomerang.build_kernel(potential, ref, alpha=1.5))
-    state = boomerang.init(jax.random.key(0), jnp.zeros(D), ref, sample_interval=5.0)
-    state, info = step(jax.random.key(1), state)
+    pdmp, params = boomerang.build_pdmp(alpha=1.5), boomerang.make_params(ref, sample_interval=5.0)
+    state = pdmp.init(jax.random.key(0), jnp.zeros(D), potential, params)
+    step = jax.jit(lambda key, s, p: pdmp.kernel(key, s, potential, p))
+    state, info = step(jax.random.key(1), state, params)
     assert int(info.num_bounces) > 0
     assert int(info.data_evals) == (int(info.rate_evals) + int(info.num_bounces)) * potential.n
     # velocities stay on the reference energy shell between refreshments only; the position
@@ -199,12 +202,28 @@ def test_reference_namedtuple_is_a_pytree():
 
 
 def test_noise_handling_defaults_depend_on_the_gradient_mode():
-    from pplsamplers.infer.bps import NOISY_DEFAULTS
-
     full = _gaussian_potential(np.eye(D), MEAN, N=5)
     mini = build_potential(full.terms, dim=D, N=5, n=2, init_position=jnp.zeros(D))
-    kernel = Boomerang(lambda: None)
-    assert kernel._noise_handling(full) == {"min_gap": 0.0, "noise_margin": 0.0}
-    assert kernel._noise_handling(mini) == NOISY_DEFAULTS
-    explicit = Boomerang(lambda: None, noise_margin=0.0, min_gap=0.5)
-    assert explicit._noise_handling(mini) == {"min_gap": 0.5, "noise_margin": 0.0}
+    thinning = Boomerang(lambda: None).config.thinning
+    assert thinning.noise_handling(full) == (0.0, 0.0)
+    noisy = (NOISY_DEFAULTS["min_gap"], NOISY_DEFAULTS["noise_margin"])
+    assert thinning.noise_handling(mini) == noisy
+    explicit = Boomerang(lambda: None, noise_margin=0.0, min_gap=0.5).config.thinning
+    assert explicit.noise_handling(mini) == (0.5, 0.0)
+
+
+def test_user_reference_is_mapped_to_the_kernel_coordinates():
+    # x = x0 + L z: the reference N(m, S) in x is N(L^-1 (m - x0), L^-1 S L^-T) in z
+    from pplsamplers.infer.boomerang import kernel_reference
+    from pplsamplers.potential import with_preconditioner
+
+    potential = _gaussian_potential(np.eye(D), MEAN)
+    factor = np.linalg.cholesky(FULL_COV)
+    white = with_preconditioner(potential, MEAN, factor)
+    ref = kernel_reference(white, MEAN + factor @ np.ones(D), FULL_COV)
+    np.testing.assert_allclose(ref.mean, np.ones(D), rtol=1e-6)
+    np.testing.assert_allclose(ref.cholesky @ ref.cholesky.T, np.eye(D), atol=1e-6)
+    diagonal = with_preconditioner(potential, np.zeros(D), np.full(D, 2.0))
+    ref = kernel_reference(diagonal, np.zeros(D), np.full(D, 4.0))
+    assert ref.is_diagonal
+    np.testing.assert_allclose(ref.variance, np.ones(D), rtol=1e-6)

@@ -41,14 +41,14 @@ def test_gaussian_rate_is_linear_so_alpha_one_is_never_violated(n):
     # exact with alpha = 1 in full batch (n = N); data are counted n per rate evaluation and
     # per reflection (here every minibatch term is identical, so n < N is exact as well)
     potential = _gaussian_potential(n=n)
-    step = jax.jit(bps.build_kernel(potential, alpha=1.0, refresh_rate=0.5))
-    state = bps.init(
-        jax.random.key(0), jnp.ones(3), sample_interval=2.0, t_init=0.01, max_extrapolation=0.1
+    pdmp = bps.build_pdmp(alpha=1.0)
+    params = bps.make_params(
+        3, sample_interval=2.0, t_init=0.01, max_extrapolation=0.1, refresh_rate=0.5
     )
+    state = pdmp.init(jax.random.key(0), jnp.ones(3), potential, params)
 
     def body(s, k):
-        s, info = step(k, s)
-        return s, info
+        return pdmp.kernel(k, s, potential, params)
 
     _, infos = jax.lax.scan(body, state, jax.random.split(jax.random.key(1), 50))
     assert int(infos.num_bounces.sum()) > 10
@@ -59,15 +59,17 @@ def test_gaussian_rate_is_linear_so_alpha_one_is_never_violated(n):
 
 def test_sigma_bps_moves_along_a_v_and_reflects_with_a_grad():
     potential = _gaussian_potential()
-    state = bps.init(
-        jax.random.key(0),
-        jnp.ones(3),
+    params = bps.make_params(
+        3,
         direction_scale=SDS,
         sample_interval=3.0,
         t_init=0.1,
         max_extrapolation=1.0,
+        refresh_rate=0.0,
     )
-    sk = bps.skeleton(jax.random.key(1), potential, state, 30, refresh_rate=0.0, alpha=1.0)
+    pdmp = bps.build_pdmp(alpha=1.0)
+    state = pdmp.init(jax.random.key(0), jnp.ones(3), potential, params)
+    sk = pdmp.skeleton(jax.random.key(1), state, potential, params, 30)
     steps = jnp.diff(sk.positions, axis=0)
     dts = jnp.diff(sk.times)
     np.testing.assert_allclose(steps, SDS * sk.velocities[:-1] * dts[:, None], atol=1e-12)
@@ -78,11 +80,14 @@ def test_sigma_bps_moves_along_a_v_and_reflects_with_a_grad():
 
 def test_adapter_warmup_adapts_then_freezes():
     potential = _gaussian_potential()
-    kernel = SigmaBPS(potential=potential, target_evals_per_sample=15)
+    # raw coordinates (no whitening), so that A estimates the posterior sds themselves
+    kernel = SigmaBPS(
+        potential=potential, subsample_size=10, precondition=None, target_evals_per_sample=15
+    )
     mcmc = MCMC(kernel, num_warmup=200, num_samples=200, progress_bar=False)
     mcmc.warmup(jax.random.key(0), collect_warmup=True, extra_fields=("sample_interval",))
     warm = np.asarray(mcmc.get_samples()["x"])
-    scale = mcmc.last_state.kernel_state.direction_scale
+    scale = mcmc.last_state.params.direction_scale
     # A = Welford sd of the warmup draws in the window [0.3, 0.7) of the warmup
     np.testing.assert_allclose(scale, warm[60:140].std(0, ddof=1), rtol=1e-8)
     assert np.all((np.asarray(scale) > SDS / 3) & (np.asarray(scale) < 3 * SDS))
@@ -91,17 +96,20 @@ def test_adapter_warmup_adapts_then_freezes():
     mcmc.run(mcmc.post_warmup_state.rng_key, extra_fields=("sample_interval", "rate_evals"))
     extra = mcmc.get_extra_fields()
     assert np.ptp(np.asarray(extra["sample_interval"])) == 0  # frozen after warmup
-    np.testing.assert_array_equal(mcmc.last_state.kernel_state.direction_scale, scale)
+    np.testing.assert_array_equal(mcmc.last_state.params.direction_scale, scale)
     # Delta was tuned so that a sample costs about the target number of evaluations
     assert 15 / 2 < float(np.mean(extra["rate_evals"])) < 15 * 2
 
 
 def test_plain_bps_keeps_identity_preconditioner():
     mcmc = MCMC(
-        BPS(potential=_gaussian_potential()), num_warmup=20, num_samples=5, progress_bar=False
+        BPS(potential=_gaussian_potential(), subsample_size=10, precondition=None),
+        num_warmup=20,
+        num_samples=5,
+        progress_bar=False,
     )
     mcmc.run(jax.random.key(0))
-    np.testing.assert_array_equal(mcmc.last_state.kernel_state.direction_scale, jnp.ones(3))
+    np.testing.assert_array_equal(mcmc.last_state.params.direction_scale, jnp.ones(3))
 
 
 @pytest.mark.parametrize(
@@ -128,12 +136,13 @@ def test_invalid_arguments_raise_naming_the_argument(kwargs, name):
 
 
 def test_kernel_level_validation():
-    potential = _gaussian_potential()
     with pytest.raises(ValueError, match="alpha"):
-        bps.build_kernel(potential, alpha=0.5)
+        bps.build_pdmp(alpha=0.5)
+    with pytest.raises(ValueError, match="velocity_scale"):
+        bps.build_pdmp(velocity_scale=0.0)
     with pytest.raises(ValueError, match="refresh_rate"):
-        bps.build_kernel(potential, refresh_rate=-1.0)
+        bps.make_params(3, refresh_rate=-1.0)
     with pytest.raises(ValueError, match="sample_interval"):
-        bps.init(jax.random.key(0), jnp.zeros(3), sample_interval=0.0)
+        bps.make_params(3, sample_interval=0.0)
     with pytest.raises(ValueError, match="direction_scale"):
-        bps.init(jax.random.key(0), jnp.zeros(3), direction_scale=jnp.ones(2))
+        bps.make_params(3, direction_scale=jnp.ones(2))

@@ -11,7 +11,7 @@ import pytest
 from numpyro.infer import MCMC
 
 from models import linear_gaussian
-from pplsamplers.infer.hamcmc import HAMCMC, SGRLD
+from pplsamplers.infer.hamcmc import HAMCMC, SGRLD, HAMCMCConfig, SGRLDConfig, sgrld_spec
 from pplsamplers.kernels import hamcmc, lbfgs, sgrld
 from pplsamplers.potential import build_potential
 
@@ -138,6 +138,15 @@ def logistic_potential(dim=4, N=8, seed=0):
     return build_potential(terms, dim=dim, N=N, n=N, init_position=jnp.zeros(dim))
 
 
+def make_step(potential, step_size, memory_size=2, **tunables):
+    """``step(key, state)`` with fixed tunables, and ``start(x)`` its initial state."""
+    params = hamcmc.HAMCMCParams(step_size, **tunables)
+    kernel = hamcmc.build_kernel(memory_size)
+    step = lambda key, state: kernel(key, state, potential, params)
+    start = lambda x: hamcmc.init(jax.random.key(0), x, potential, params, memory_size=memory_size)
+    return step, start
+
+
 def run_chain(step, state, num_steps, seed=0):
     keys = jax.random.split(jax.random.key(seed), num_steps)
     states, infos = [state], []
@@ -153,8 +162,8 @@ def test_pairs_exclude_theta_t_minus_M():
     """H_t is built from pairs τ = t−M+1..t−1 only, so moving θ_{t−M} leaves it unchanged."""
     M, damping, gamma, eps = 3, 0.5, 0.2, 0.3
     potential = logistic_potential()
-    step = hamcmc.build_kernel(potential, eps, memory_size=M, damping=damping, initial_scale=gamma)
-    states, _, keys, step = run_chain(step, hamcmc.init(jnp.full(4, 0.5), M), 12)
+    step, start = make_step(potential, eps, M, damping=damping, initial_scale=gamma)
+    states, _, keys, step = run_chain(step, start(jnp.full(4, 0.5)), 12)
     theta = [np.asarray(s.position) for s in states]  # theta[τ] = θ_τ
     jit_grad = jax.jit(potential.grad)
     grad = lambda x: np.asarray(jit_grad(jnp.asarray(x), potential.all_indices()))
@@ -209,8 +218,8 @@ def test_first_2M_states_are_sgld_and_step_costs_two_gradients():
     M, gamma, eps = 3, 0.5, 0.1
     full = logistic_potential(N=20, seed=1)
     potential = build_potential(full.terms, dim=4, N=20, n=5, init_position=jnp.zeros(4))
-    step = hamcmc.build_kernel(potential, eps, memory_size=M, initial_scale=gamma)
-    states, infos, keys, _ = run_chain(step, hamcmc.init(jnp.zeros(4), M), 2 * M + 2)
+    step, start = make_step(potential, eps, M, initial_scale=gamma)
+    states, infos, keys, _ = run_chain(step, start(jnp.zeros(4)), 2 * M + 2)
     grad, sample_indices = jax.jit(potential.grad), jax.jit(potential.sample_indices)
     for t in range(1, 2 * M + 1):
         batch_key, noise_key = jax.random.split(keys[t - 1])
@@ -231,17 +240,13 @@ def test_nonpositive_curvature_pairs_are_skipped_and_counted():
 
     @jax.jit
     def run(damping):
-        step = hamcmc.build_kernel(
-            potential, 0.05, memory_size=2, damping=damping, initial_scale=0.2
-        )
+        step, start = make_step(potential, 0.05, 2, damping=damping, initial_scale=0.2)
 
         def body(state, key):
             state, info = step(key, state)
             return state, info.skipped_pairs
 
-        return jax.lax.scan(
-            body, hamcmc.init(jnp.zeros(3), 2), jax.random.split(jax.random.key(4), 300)
-        )
+        return jax.lax.scan(body, start(jnp.zeros(3)), jax.random.split(jax.random.key(4), 300))
 
     state, skipped = run(0.0)
     assert int(state.num_skipped_pairs) > 0
@@ -268,8 +273,8 @@ def test_no_dense_matrix_in_the_step_and_state_is_O_MD():
         n=5,
         init_position=jnp.zeros(dim),
     )
-    step = hamcmc.build_kernel(potential, 0.1, memory_size=M)
-    state = hamcmc.init(jnp.zeros(dim), M)
+    step, start = make_step(potential, 0.1, M)
+    state = start(jnp.zeros(dim))
     assert max(leaf.size for leaf in jax.tree.leaves(state)) <= M * dim
     shapes = set()
 
@@ -302,9 +307,8 @@ def test_no_dense_matrix_in_the_step_and_state_is_O_MD():
 )
 def test_invalid_arguments_name_the_argument(kwargs, name):
     config = dict(step_size=1e-3, memory_size=2, damping=1.0, initial_scale=1.0) | kwargs
-    potential = logistic_potential()
     with pytest.raises(ValueError, match=name):
-        hamcmc.build_kernel(potential, **config)
+        HAMCMCConfig(**config)
     with pytest.raises(ValueError, match=name):
         HAMCMC(linear_gaussian.model, **config)
 
@@ -319,10 +323,10 @@ def test_sgrld_step_is_preconditioned_langevin():
     potential = logistic_potential(dim=3)
     x = jnp.asarray(rng.standard_normal(3))
     key = jax.random.key(9)
-    new, info = sgrld.build_kernel(potential, 0.2, jnp.asarray(G))(key, sgrld.init(x))
-    again, _ = sgrld.build_kernel(potential, 0.2, jnp.asarray(G), factorize_each_step=True)(
-        key, sgrld.init(x)
-    )
+    params = sgrld.make_params(0.2, jnp.asarray(G))
+    start = sgrld.init(key, x, potential, params)
+    new, info = sgrld.build_kernel()(key, start, potential, params)
+    again, _ = sgrld.build_kernel(factorize_each_step=True)(key, start, potential, params)
     _, noise_key = jax.random.split(key)
     xi = np.asarray(jax.random.normal(noise_key, (3,), x.dtype))
     L = np.linalg.cholesky(G)
@@ -331,9 +335,11 @@ def test_sgrld_step_is_preconditioned_langevin():
     np.testing.assert_allclose(new.position, expected, rtol=1e-10)
     np.testing.assert_allclose(again.position, expected, rtol=1e-10)
     assert int(info.data_evals) == potential.n
-    for bad in (np.ones((2, 2)), np.triu(G), -G):
+    for bad in (np.ones((2, 2)), np.triu(G), -G, np.ones(3)):
         with pytest.raises(ValueError, match="metric"):
-            sgrld.build_kernel(potential, 0.2, jnp.asarray(bad))
+            SGRLDConfig(0.2, jnp.asarray(bad))
+    with pytest.raises(ValueError, match="metric"):  # the model's dimension, once known
+        sgrld_spec(SGRLDConfig(0.2, 2 * np.eye(2))).default_params(key, potential)
 
 
 # --------------------------------------------------------------------------- adapter
@@ -349,7 +355,8 @@ def test_adapter_exports_diagnostics_to_arviz():
     stats = az.from_numpyro(mcmc).sample_stats
     for field in ("data_evals", "skipped_pairs", "step_size"):
         assert field in stats, field
-    assert int(stats["data_evals"].min()) == 20
+    # two minibatch gradients per step (each datum costs twice with a control variate)
+    assert int(stats["data_evals"].min()) == 2 * 10 * kernel.potential.cost_per_datum
     assert np.allclose(stats["step_size"], 0.1)
     assert "skipped pairs" in kernel.get_diagnostics_str(mcmc.last_state)
     assert mcmc.get_samples()["theta"].shape == (30, 2)

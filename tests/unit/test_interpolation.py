@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
+from pplsamplers.pdmp.builder import ThinningOptions
 from pplsamplers.pdmp.interpolation import (
     Envelope,
     envelope_rate,
     fresh_envelope,
     interpolation_thinning,
-    validate_thinning,
 )
 from pplsamplers.pdmp.poisson import integrated_linear_rate, linear_rate_arrival
 
@@ -191,13 +191,15 @@ def test_known_start_rate_saves_an_evaluation():
 
 def test_invalid_settings_raise_naming_the_argument():
     with pytest.raises(ValueError, match="alpha"):
-        validate_thinning(0.9, 100)
+        ThinningOptions(alpha=0.9)
     with pytest.raises(ValueError, match="max_evaluations"):
-        validate_thinning(1.0, 1)
+        ThinningOptions(max_evaluations=1)
+    with pytest.raises(ValueError, match="max_events_per_sample"):
+        ThinningOptions(max_events_per_sample=0)
     with pytest.raises(ValueError, match="min_gap"):
-        validate_thinning(1.0, 10, min_gap=-1.0)
+        ThinningOptions(min_gap=-1.0)
     with pytest.raises(ValueError, match="noise_margin"):
-        validate_thinning(1.0, 10, noise_margin=-1.0)
+        ThinningOptions(noise_margin=-1.0)
 
 
 def test_noise_margin_recovers_the_event_rate_of_a_noisy_rate():

@@ -223,3 +223,28 @@ def test_skeleton_and_integrate_agree_with_advance():
     )
     np.testing.assert_allclose(integrate(skeleton, lambda x: x, flow), out.mean, rtol=1e-10)
     np.testing.assert_allclose(integrate(skeleton, lambda x: x**2, flow), out.mean_sq, rtol=1e-10)
+
+
+# ------------------------------------------------------------------ the one builder
+def test_builder_gives_one_info_and_a_skeleton_that_matches_the_kernel_flow():
+    from pplsamplers.kernels import boomerang, bps
+    from pplsamplers.kernels.boomerang_reference import gaussian_reference
+    from pplsamplers.pdmp.events import PDMPInfo
+    from pplsamplers.potential import build_potential
+
+    terms = lambda x, idx: (x @ x, jnp.zeros(idx.shape[0]))  # N(0, I/2): bounces
+    potential = build_potential(terms, dim=2, N=1, n=1, init_position=jnp.zeros(2))
+    declared = [
+        (bps.build_pdmp(alpha=1.0), bps.make_params(2, refresh_rate=0.0)),
+        (
+            boomerang.build_pdmp(),
+            boomerang.make_params(gaussian_reference(jnp.zeros(2), jnp.ones(2)), refresh_rate=0),
+        ),
+    ]
+    for pdmp, params in declared:
+        state = pdmp.init(jax.random.key(0), jnp.ones(2), potential, params)
+        _, info = pdmp.kernel(jax.random.key(1), state, potential, params)
+        assert isinstance(info, PDMPInfo) and int(info.num_auxiliary) == 0
+        assert int(info.data_evals) == int(info.rate_evals + info.num_bounces)
+        path = pdmp.skeleton(jax.random.key(1), state, potential, params, 20)
+        assert bool(jnp.any(path.is_event)) and bool(jnp.all(jnp.diff(path.times) >= 0))

@@ -1,6 +1,6 @@
 """Deterministic invariants of SBPS / pSBPS: the local regression (eq. 9–13), the slope-prior
 step, the preconditioner (eq. 17–18), the kernel's cost discipline, exact-BPS mode, negative
-slopes (Supp. E) and argument validation."""
+slopes (Supp. E), the warmup, argument validation, and identical draws for every chain method."""
 
 import collections
 
@@ -8,9 +8,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from numpyro.infer import MCMC
 
 from models import logistic_regression
-from pplsamplers.infer.sbps import PSBPS, SBPS
+from pplsamplers.infer.sbps import PSBPS, SBPS, SBPSConfig, sbps_spec
+from pplsamplers.infer.spec import WarmupWindow
 from pplsamplers.kernels import sbps
 from pplsamplers.pdmp import regression
 from pplsamplers.potential import build_potential
@@ -107,6 +109,10 @@ def _gaussian_potential(dim=3, N=1, n=1):
     return build_potential(terms, dim=dim, N=N, n=n, init_position=jnp.zeros(dim))
 
 
+def _params(interval=1.0, refresh=1.0, dim=3):
+    return sbps.SBPSParams(jnp.asarray(interval), jnp.asarray(refresh), jnp.ones(dim))
+
+
 @pytest.fixture(scope="module")
 def logreg_potential():
     (X, y), _ = logistic_regression.load_data(N=200, d=3, seed=1)
@@ -132,10 +138,9 @@ def _counting(potential, counter):
     return potential._replace(directional=directional, grad=grad)
 
 
-def _run(step, state, num, key=1, **kwargs):
+def _run(kernel, state, potential, params, num, key=1):
     def body(s, k):
-        s, info = step(k, s, **kwargs)
-        return s, info
+        return kernel(k, s, potential, params)
 
     return jax.lax.scan(body, state, jax.random.split(jax.random.key(key), num))
 
@@ -143,17 +148,20 @@ def _run(step, state, num, key=1, **kwargs):
 def test_cost_discipline_one_jvp_per_observation_and_gradient_only_on_bounces(logreg_potential):
     counter = collections.Counter()
     potential = _counting(logreg_potential, counter)
-    step = sbps.build_kernel(potential, k=3.0, refresh_rate=2.0, sample_interval=0.2)
-    state = sbps.init(jax.random.key(0), jnp.zeros(3), potential)
-    assert counter["directional"] == 1 and state.total_data_evals == 20
-    state, info = _run(step, state, 40)
+    params = _params(0.2, 2.0)
+    state = sbps.init(jax.random.key(0), jnp.zeros(3), potential, params)
+    assert counter["directional"] == 1
+    state, info = _run(sbps.build_kernel(k=3.0), state, potential, params, 40)
     jax.block_until_ready(state)
     proposals, bounces = int(info.num_proposals.sum()), int(info.num_bounces.sum())
     refreshes, auxiliary = int(info.num_refreshes.sum()), int(info.num_auxiliary.sum())
+    observations = int(info.rate_evals.sum())
     assert proposals > 50 and bounces > 5 and refreshes > 0
+    assert observations == proposals + refreshes + auxiliary
     assert counter["grad"] == bounces
-    assert counter["directional"] == 1 + proposals + refreshes + auxiliary
-    assert int(info.data_evals.sum()) == 20 * (proposals + bounces + refreshes + auxiliary)
+    assert counter["directional"] == 1 + observations
+    assert int(info.data_evals.sum()) == 20 * (observations + bounces)
+    assert float(info.max_rate_ratio.max()) > 0 and int(info.horizon_cap_hits.sum()) == 0
     np.testing.assert_allclose(jnp.linalg.norm(state.velocity), 1.0, rtol=1e-12)
     # the interval's time-averages of x and x² (eq. 19) come with every sample
     assert info.time_average.shape == (40, 3) and info.time_average_sq.shape == (40, 3)
@@ -162,9 +170,9 @@ def test_cost_discipline_one_jvp_per_observation_and_gradient_only_on_bounces(lo
 
 def test_exact_reference_mode_has_no_violations():
     """Full batch on a Gaussian: G(t) is linear, so a large k never violates (exact BPS)."""
-    potential = _gaussian_potential()
-    step = sbps.build_kernel(potential, k=100.0, refresh_rate=1.0, sample_interval=1.0)
-    state, info = _run(step, sbps.init(jax.random.key(0), jnp.ones(3), potential), 300)
+    potential, params = _gaussian_potential(), _params(1.0, 1.0)
+    state = sbps.init(jax.random.key(0), jnp.ones(3), potential, params)
+    state, info = _run(sbps.build_kernel(k=100.0), state, potential, params, 300)
     assert int(info.num_bounces.sum()) > 100
     assert int(info.bound_violations.sum()) == 0
     assert not bool(info.interval_capped.any())
@@ -179,36 +187,51 @@ def test_negative_slopes_trigger_auxiliary_observations():
         * jnp.ones(idx.shape[0]),
     )
     potential = build_potential(terms, dim=2, N=1, n=1, init_position=jnp.zeros(2))
+    params = _params(1.0, 0.5, dim=2)
     # no gap-filling observations: every auxiliary observation is a Supp. E look-ahead
-    step = sbps.build_kernel(
-        potential, k=3.0, refresh_rate=0.5, sample_interval=1.0, max_observation_gap=float("inf")
-    )
-    state, info = _run(step, sbps.init(jax.random.key(0), jnp.array([1.0, 0.0]), potential), 200)
+    kernel = sbps.build_kernel(k=3.0, max_observation_gap=float("inf"))
+    state = sbps.init(jax.random.key(0), jnp.array([1.0, 0.0]), potential, params)
+    state, info = _run(kernel, state, potential, params, 200)
     assert int(info.num_auxiliary.sum()) > 0
     assert bool(jnp.all(jnp.isfinite(state.position)))
 
 
 def test_skeleton_records_bounces(logreg_potential):
-    step = sbps.build_kernel(logreg_potential, refresh_rate=1.0)
-    state = sbps.init(jax.random.key(0), jnp.zeros(3), logreg_potential)
-    path, final = sbps.skeleton(jax.random.key(1), state, step, 60)
+    params = _params(1.0, 1.0)
+    state = sbps.init(jax.random.key(0), jnp.zeros(3), logreg_potential, params)
+    path, final = sbps.skeleton(jax.random.key(1), state, logreg_potential, params, 60)
     assert path.positions.shape == (61, 3)
     assert bool(jnp.all(jnp.diff(path.times) >= 0))
-    events = int(path.is_event.sum())
-    assert events == int(final.total_bounces + final.total_refreshes) > 0
+    assert int(path.is_event.sum()) >= int(final.num_bounces) > 0
     np.testing.assert_allclose(path.positions[-1], final.position, rtol=1e-12)
 
 
-def test_psbps_adapts_then_freezes_the_preconditioner(logreg_potential):
-    step = sbps.build_kernel(logreg_potential, preconditioned=True, sample_interval=0.2)
-    state = sbps.init(jax.random.key(0), jnp.zeros(3), logreg_potential)
-    state, _ = _run(step, state, 30, adapt_preconditioner=jnp.asarray(True))
-    scale = state.direction_scale
-    assert not np.allclose(scale, 1.0)
-    np.testing.assert_allclose(scale.mean(), 1.0, rtol=1e-12)
-    later, info = _run(step, state, 20, key=2, adapt_preconditioner=jnp.asarray(False))
-    np.testing.assert_array_equal(later.direction_scale, scale)
-    assert int(info.num_bounces.sum()) > 0
+def test_psbps_warmup_adapts_the_preconditioner_and_the_interval(logreg_potential):
+    """The spec's warmup sets A (mean 1, re-observation pending) and Δ = target·t̄; the
+    adapter stops calling it after warmup, which freezes them."""
+    spec = sbps_spec(SBPSConfig.create(preconditioned=True, sample_interval=0.2))
+    kernel = spec.build_kernel()
+    params = spec.default_params(jax.random.key(2), logreg_potential)
+    np.testing.assert_allclose(params.sample_interval, 0.2)
+    state = spec.init(jax.random.key(0), jnp.zeros(3), logreg_potential, params)
+
+    def body(carry, key):
+        state, params = carry
+        state, info = kernel(key, state, logreg_potential, params)
+        window = WarmupWindow(jnp.asarray(0), 30)
+        state, params, _ = spec.warmup(key, state, params, None, info, logreg_potential, window)
+        return (state, params), info
+
+    (state, params), info = jax.lax.scan(
+        body, (state, params), jax.random.split(jax.random.key(1), 30)
+    )
+    scale = params.direction_scale
+    assert not np.allclose(scale, 1.0) and int(info.num_bounces.sum()) > 0
+    np.testing.assert_allclose(scale.mean(), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(params.sample_interval, 0.2)  # given, so never adapted
+    plain = sbps_spec(SBPSConfig())
+    _, tuned, _ = plain.warmup(None, state, params, None, info, logreg_potential, window=None)
+    np.testing.assert_allclose(tuned.sample_interval, 10.0 * state.mean_proposal_time)
 
 
 @pytest.mark.parametrize(
@@ -222,11 +245,12 @@ def test_psbps_adapts_then_freezes_the_preconditioner(logreg_potential):
         (dict(rmsprop_decay=1.0), "rmsprop_decay"),
         (dict(max_events_per_sample=0), "max_events_per_sample"),
         (dict(slope_prior_step_size=0.0), "slope_prior_step_size"),
+        (dict(max_observation_gap=-1.0), "max_observation_gap"),
     ],
 )
 def test_bad_settings_raise_value_errors_naming_the_argument(kwargs, name):
     with pytest.raises(ValueError, match=name):
-        sbps.build_kernel(_gaussian_potential(), **kwargs)
+        SBPSConfig.create(**kwargs)
     with pytest.raises(ValueError, match=name):
         SBPS(logistic_regression.model, **kwargs)
 
@@ -243,3 +267,24 @@ def test_bad_settings_raise_value_errors_naming_the_argument(kwargs, name):
 def test_adapter_validates_its_own_arguments(kwargs, name):
     with pytest.raises(ValueError, match=name):
         PSBPS(logistic_regression.model, **kwargs)
+
+
+def test_sequential_and_vectorized_chains_give_the_same_draws():
+    """Issue 18 item 3: a batched SBPS step reorders float reductions (d = 20 differs from
+    the 4th step on), and the chaotic PDMP amplifies that until the chain methods disagree
+    by posterior sds.  Each chain now runs the unbatched step (``sequential_vmap``)."""
+    data = logistic_regression.load_data(N=500, d=20, seed=0, ill_conditioned=True)[0]
+    draws = {}
+    for method in ("sequential", "vectorized"):
+        mcmc = MCMC(
+            SBPS(logistic_regression.model, subsample_size=50),
+            num_warmup=60,
+            num_samples=20,
+            num_chains=2,
+            chain_method=method,
+            progress_bar=False,
+        )
+        mcmc.run(jax.random.key(0), *data)
+        draws[method] = np.asarray(mcmc.get_samples(group_by_chain=True)["w"])
+    assert draws["sequential"].shape == (2, 20, 20)
+    np.testing.assert_allclose(draws["vectorized"], draws["sequential"], rtol=1e-6)

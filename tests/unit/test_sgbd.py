@@ -15,7 +15,7 @@ from numpyro.infer import MCMC
 from numpyro.infer.util import log_density
 
 from models import logistic_regression, skew_normal
-from pplsamplers.infer.sgbd import CSGLD, SGBD
+from pplsamplers.infer.sgbd import CSGLD, SGBD, CSGLDConfig, SGBDConfig, sgbd_spec
 from pplsamplers.kernels import csgld, sgbd, sgld
 from pplsamplers.potential import build_potential, with_control_variate
 
@@ -27,9 +27,9 @@ def _one_step_draws(slope, sigma, key, variant):
     """NUM_DRAWS independent single steps from 0 on log π(x) = slope·x (gradient = slope)."""
     terms = lambda x, idx: (-slope @ x, jnp.zeros(idx.shape[0]) + 0.0 * jnp.sum(x))
     pot = build_potential(terms, dim=3, N=20, n=5, init_position=jnp.zeros(3))
-    step = sgbd.build_kernel(pot, variant=variant)
-    start = sgbd.init(jnp.zeros(3), sigma)  # σ traced: only its shape is checked
-    return jax.vmap(lambda k: step(k, start))(jax.random.split(key, NUM_DRAWS))
+    kernel, params = sgbd.build_kernel(variant), sgbd.make_params(sigma, 3)  # σ traced
+    start = sgbd.init(key, jnp.zeros(3), pot, params)
+    return jax.vmap(lambda k: kernel(k, start, pot, params))(jax.random.split(key, NUM_DRAWS))
 
 
 def _quadratic_potential(n):
@@ -200,26 +200,30 @@ def test_skew_normal_toy_injects_the_stated_noise():
 # ------------------------------------------------------------------ kernel steps
 def test_adaptation_breaking_point_and_full_batch():
     minibatch, full = _quadratic_potential(n=5), _quadratic_potential(n=50)
-    adaptive = sgbd.build_kernel(minibatch, noise_decay=0.0, adapt_step_size=True)
-    frozen = sgbd.build_kernel(minibatch, noise_decay=0.0)
-    vanilla_full = sgbd.build_kernel(full, variant="vanilla")
-    corrected_full = sgbd.build_kernel(full, variant="corrected")
-    key, start = jax.random.key(7), sgbd.init(jnp.array([0.5, -0.5]), 10.0)
+    spec = sgbd_spec(SGBDConfig(10.0, noise_decay=0.0, adapt_step_size=True))
+    frozen = spec.build_kernel()
+    vanilla_full = sgbd.build_kernel("vanilla")
+    corrected_full = sgbd.build_kernel("corrected")
+    key, params = jax.random.key(7), spec.default_params(jax.random.key(0), minibatch)
+    start = sgbd.init(key, jnp.array([0.5, -0.5]), minibatch, params)
 
     @jax.jit
     def run():
+        stepped, info = frozen(key, start, minibatch, params)
+        warm = spec.warmup(key, stepped, params, None, info, minibatch, None)
         return (
-            adaptive(key, start),
-            frozen(key, start._replace(step_size=jnp.full(2, 100.0))),
-            vanilla_full(key, start),
-            corrected_full(key, start),
+            (warm[0], warm[1], info),
+            frozen(key, start, minibatch, params._replace(step_size=jnp.full(2, 100.0))),
+            vanilla_full(key, start, full, params),
+            corrected_full(key, start, full, params),
         )
 
-    (adapted, info), (_, info_far), (vanilla, _), (corrected, info_full) = run()
-    # §4.2: σ = 1.702/(1.233 τ̂) where τ̂ > 0; coordinate 1 has no data term (τ̂ = 0): σ kept
+    (adapted, warm_params, info), (_, info_far), (vanilla, _), (corrected, info_full) = run()
+    # §4.2: warmup sets σ = 1.702/(1.233 τ̂) where τ̂ > 0; coordinate 1 has no data term
+    # (τ̂ = 0): σ kept
     assert float(adapted.tau[0]) > 0 and float(adapted.tau[1]) == 0.0
-    np.testing.assert_allclose(adapted.step_size[0], 1.702 / (1.233 * adapted.tau[0]))
-    assert float(adapted.step_size[1]) == 10.0
+    np.testing.assert_allclose(warm_params.step_size[0], 1.702 / (1.233 * adapted.tau[0]))
+    assert float(warm_params.step_size[1]) == 10.0
     assert int(info.data_evals) == 5
     # σ ≫ 1.702/τ̂: the data coordinate is past the breaking point and moves uphill for sure
     assert float(info_far.frac_past_breaking_point) == 0.5
@@ -231,8 +235,14 @@ def test_adaptation_breaking_point_and_full_batch():
 def test_csgld_full_batch_is_sgld_and_noise_is_corrected():
     pot = _quadratic_potential(n=50)
     x, key = jnp.array([0.5, -0.5]), jax.random.key(10)
-    corrected, plain = csgld.build_kernel(pot, 0.01), sgld.build_kernel(pot, 0.01)
-    a, b = jax.jit(lambda: (corrected(key, csgld.init(x))[0], plain(key, sgld.init(x))[0]))()
+    corrected, plain = csgld.build_kernel(), sgld.build_kernel()
+    c_params, s_params = csgld.CSGLDParams(jnp.asarray(0.01)), sgld.SGLDParams(0.01, jnp.ones(2))
+    a, b = jax.jit(
+        lambda: (
+            corrected(key, csgld.init(key, x, pot, c_params), pot, c_params)[0],
+            plain(key, sgld.init(key, x, pot, s_params), pot, s_params)[0],
+        )
+    )()
     np.testing.assert_allclose(a.position, b.position, atol=1e-14)
     np.testing.assert_allclose(
         csgld.injected_variance(0.1, jnp.array([0.0, 2.0, 10.0])), [0.2, 0.2 - 0.04, 0.0]
@@ -250,8 +260,9 @@ def test_csgld_full_batch_is_sgld_and_noise_is_corrected():
         (lambda: SGBD(logistic_regression.model, variant="barker"), "variant"),
         (lambda: CSGLD(logistic_regression.model, step_size=0.0), "step_size"),
         (lambda: CSGLD(logistic_regression.model, noise_decay=1.5), "noise_decay"),
-        (lambda: sgbd.build_kernel(_quadratic_potential(5), variant="Vanilla"), "variant"),
-        (lambda: sgbd.init(jnp.zeros(3), jnp.ones(2)), "step_size"),
+        (lambda: SGBDConfig(variant="Vanilla"), "variant"),
+        (lambda: SGBDConfig(step_size=jnp.ones((2, 2))), "step_size"),
+        (lambda: CSGLDConfig(step_size=float("inf")), "step_size"),
     ],
 )
 def test_bad_arguments_raise_value_error(make, match):
@@ -269,16 +280,17 @@ def logreg_potential():
 
 
 def test_sgbd_adapter_adapts_in_warmup_then_freezes(logreg_potential):
-    kernel = SGBD(potential=logreg_potential, step_size=0.5, adapt_step_size=True)
+    # σ is in the kernel's whitened coordinates (posterior sd ≈ 1): start far above the rule
+    kernel = SGBD(potential=logreg_potential, step_size=5.0, adapt_step_size=True)
     mcmc = MCMC(kernel, num_warmup=50, num_samples=30, progress_bar=False)
     mcmc.run(jax.random.key(11))
     stats = az.from_numpyro(mcmc).sample_stats
     for field in ("data_evals", "flip_prob_mean", "frac_past_breaking_point", "tau_mean"):
         assert field in stats
     sigma = stats["step_size_mean"].values.ravel()
-    assert np.all(sigma == sigma[0]) and sigma[0] < 0.5  # adapted, then frozen after warmup
-    final = mcmc.last_state.kernel_state
-    assert np.all(final.step_size < 0.5) and np.all(final.tau > 0)
+    assert np.all(sigma == sigma[0]) and sigma[0] < 5.0  # adapted, then frozen after warmup
+    final = mcmc.last_state
+    assert np.all(final.params.step_size < 5.0) and np.all(final.kernel_state.tau > 0)
     assert np.all(stats["tau_mean"].values > 0)
     text = kernel.get_diagnostics_str(mcmc.last_state)
     assert "σ" in text and "breaking point" in text
