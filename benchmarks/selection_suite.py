@@ -27,10 +27,10 @@ jax.config.update("jax_enable_x64", True)  # as the tests: float32 probes are to
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pplsamplers import AutoSampler  # noqa: E402
-from pplsamplers.select.auto import available_candidates, default_subsample_size  # noqa: E402
 from pplsamplers.potential import make_potential, model_info  # noqa: E402
 from pplsamplers.registry import make_kernel  # noqa: E402
 from pplsamplers.select import model_features, rank_candidates  # noqa: E402
+from pplsamplers.select.auto import available_candidates, default_subsample_size  # noqa: E402
 from pplsamplers.select.competence import anchor_control_variate  # noqa: E402
 from pplsamplers.select.features import laplace_starts  # noqa: E402
 from pplsamplers.select.pilot import (  # noqa: E402

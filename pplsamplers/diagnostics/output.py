@@ -1,14 +1,62 @@
-"""Output a user keeps: ArviZ's DataTree with pplsamplers' own attributes."""
+"""Output a user keeps: the end-of-run self-check, and ArviZ's DataTree with pplsamplers'
+own attributes (the sampler, its set-up notes, the self-check, AutoSampler's decision)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import arviz as az
+import jax
+import numpy as np
+
+from pplsamplers.diagnostics.checks import SelfCheck, self_check, warn
 
 
-def to_arviz(mcmc: Any, **kwargs: Any) -> Any:
-    """``az.from_numpyro(mcmc)`` plus pplsamplers attributes (kernel, AutoSampler decision).
+def _kernel_of(sampler: Any) -> Any:
+    """The pplsamplers kernel behind ``sampler`` (AutoSampler's delegate), or ``None``."""
+    inner = getattr(sampler, "delegate", None) or sampler
+    return inner if getattr(inner, "prepared", None) is not None else None
+
+
+def check_run(mcmc: Any, *, warn_user: bool = True, thin_to: int = 200) -> SelfCheck | None:
+    """Run the self-check (:func:`~pplsamplers.diagnostics.checks.self_check`) on a
+    finished ``numpyro.infer.MCMC`` run of a pplsamplers kernel.
+
+    The draws are mapped back to the model's flat unconstrained coordinates and checked with
+    the model's full-data potential; rejected (non-finite) steps after warmup are counted per
+    chain.  A failed check warns with one line (:class:`SelfCheckWarning`) unless
+    ``warn_user=False``.  The result is also kept as ``mcmc.sampler.self_check_result``.
+    Returns ``None`` for a kernel that is not a pplsamplers kernel (NumPyro's NUTS).
+
+    Examples
+    --------
+    >>> result = check_run(mcmc)          # doctest: +SKIP
+    >>> print("\\n".join(result.summary_lines()))   # doctest: +SKIP
+    """
+    kernel = _kernel_of(mcmc.sampler)
+    if kernel is None:
+        return None
+    potential = kernel.prepared.model_potential
+    samples = mcmc.get_samples(group_by_chain=True)
+    first = next(iter(samples.values()))
+    chains, draws = np.shape(first)[:2]
+    flat = jax.tree.map(lambda a: a.reshape((chains * draws,) + a.shape[2:]), samples)
+    x = jax.vmap(potential.unconstrain)(flat).reshape(chains, draws, potential.dim)
+    extra = mcmc.get_extra_fields(group_by_chain=True)
+    counts = {}
+    if "diverging" in extra:
+        counts["rejected"] = np.asarray(extra["diverging"]).reshape(chains, -1).sum(-1)
+    result = self_check(x, potential, counts=counts, thin_to=thin_to)
+    mcmc.sampler.self_check_result = result
+    if warn_user:
+        warn(result, stacklevel=3)
+    return result
+
+
+def to_arviz(mcmc: Any, *, check: bool = True, **kwargs: Any) -> Any:
+    """``az.from_numpyro(mcmc)`` plus pplsamplers attributes: the kernel, its set-up notes
+    (batch size, control variate, preconditioner, mode), the self-check's values (``check``)
+    and AutoSampler's decision.
 
     ``kwargs`` go to :func:`arviz.from_numpyro` (e.g. ``log_likelihood=True`` for the
     pointwise full-data log-likelihood, which is N values per draw).
@@ -16,15 +64,23 @@ def to_arviz(mcmc: Any, **kwargs: Any) -> Any:
     Examples
     --------
     >>> idata = to_arviz(mcmc)                      # doctest: +SKIP
-    >>> print(idata.attrs["pplsamplers_auto_explanation"])   # doctest: +SKIP
+    >>> idata.attrs["self_check_passed"]            # doctest: +SKIP
+    1
     """
     idata = az.from_numpyro(mcmc, **kwargs)
     sampler = mcmc.sampler
     idata.attrs["pplsamplers_kernel"] = type(sampler).__name__
+    kernel = _kernel_of(sampler)
+    if kernel is not None:
+        idata.attrs.update({f"pplsamplers_{k}": v for k, v in kernel.prepared.notes.items()})
+        if check:
+            result = check_run(mcmc)
+            if result is not None:
+                idata.attrs.update(result.to_attrs())
     decision = getattr(sampler, "decision", None)
     if decision is not None:
         idata.attrs.update(decision.to_attrs())
     return idata
 
 
-__all__ = ["to_arviz"]
+__all__ = ["check_run", "to_arviz"]

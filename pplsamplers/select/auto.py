@@ -6,16 +6,14 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import jax
 import numpy as np
 from numpyro.infer.mcmc import MCMCKernel
-from numpyro.util import is_prng_key
 
 from pplsamplers.potential import discrete_latent_sites, model_info
 from pplsamplers.registry import SAMPLERS, make_kernel
-from pplsamplers.select.competence import anchor_control_variate, rank_candidates
+from pplsamplers.select.competence import rank_candidates
 from pplsamplers.select.decision import Decision
-from pplsamplers.select.features import laplace_starts, model_features
+from pplsamplers.select.features import model_features
 from pplsamplers.select.pilot import run_pilot
 from pplsamplers.types import PRNGKey
 
@@ -80,7 +78,8 @@ class AutoSampler(MCMCKernel):
         Options of :func:`pplsamplers.select.pilot.run_pilot` (``top``, ``budget_epochs`` ...).
     **overrides
         Passed to the chosen kernel, e.g. ``subsample_size=256``.  Without one, the model
-        plate's own size is used, or 1% of N clipped to [100, 1000].
+        plate's own size is used, or the kernel chooses it (the features' probes use 1% of N
+        clipped to [100, 1000]).
 
     Examples
     --------
@@ -96,9 +95,9 @@ class AutoSampler(MCMCKernel):
     >>> mcmc.get_samples()["theta"].shape
     (100, 2)
 
-    Minibatch kernels chosen by the selector start each chain at a draw from the diagonal
-    Laplace approximation N(MAP, diag(H)⁻¹) found by the probes (unless ``init_params`` is
-    given); NUTS starts as NumPyro's NUTS does.
+    The chosen minibatch kernel runs the shared warmup of every pplsamplers sampler (mode,
+    preconditioner, control variate, batch size; chains start in the Laplace approximation);
+    NUTS starts and adapts as NumPyro's NUTS does.
     """
 
     def __init__(
@@ -137,16 +136,18 @@ class AutoSampler(MCMCKernel):
             return self.decision
         subsample = self.overrides.get("subsample_size")
         data_plate = self.overrides.get("data_plate")
-        if subsample is None and not discrete_latent_sites(self._model, model_args, model_kwargs):
+        probe_size = subsample  # the features' noise probes need a minibatch size
+        if probe_size is None and not discrete_latent_sites(self._model, model_args, model_kwargs):
             info = model_info(self._model, model_args, model_kwargs, data_plate)
             if info.data_plate is not None and info.model_subsample_size is None:
-                subsample = default_subsample_size(info.data_size)
+                probe_size = default_subsample_size(info.data_size)
         features = model_features(
-            self._model, model_args, model_kwargs, subsample_size=subsample, data_plate=data_plate
+            self._model, model_args, model_kwargs, subsample_size=probe_size, data_plate=data_plate
         )
         ranking = tuple(rank_candidates(features, self.candidates or available_candidates()))
         if not ranking:
             raise ValueError("no candidate sampler is compatible with this model.")
+        # the chosen kernel picks its own batch size (shared warmup) unless the user gave one
         shared = {"subsample_size": subsample} if subsample is not None else {}
         if self.strategy == "pilot":
             decision = run_pilot(
@@ -163,7 +164,7 @@ class AutoSampler(MCMCKernel):
             best = ranking[0]
             decision = Decision(
                 kernel=best.name,
-                params={**(shared if best.name != "nuts" else {}), **best.params},
+                params={**(shared if SAMPLERS[best.name].minibatch else {}), **best.params},
                 reasons=best.reasons,
                 scores={c.name: c.score for c in ranking},
                 features=features,
@@ -173,19 +174,18 @@ class AutoSampler(MCMCKernel):
         self.decision, self._decided_for = decision, signature
         self._delegate = self._make_delegate(decision)
         if self.verbose:
-            decision.explain()
+            decision.print_explanation()
         return decision
 
     def _make_delegate(self, decision: Any) -> MCMCKernel:
         overrides = dict(self.overrides)
-        if decision.kernel == "nuts":
+        if not SAMPLERS[decision.kernel].minibatch:
             ignored = sorted(k for k in SUBSAMPLING_ONLY if overrides.pop(k, None) is not None)
             if ignored:
                 warnings.warn(
                     f"AutoSampler chose full-data NUTS, which ignores {ignored}.", stacklevel=4
                 )
-        params = anchor_control_variate({**decision.params, **overrides}, decision.features)
-        return make_kernel(decision.kernel, self._model, **params)
+        return make_kernel(decision.kernel, self._model, **{**decision.params, **overrides})
 
     # ------------------------------------------------------------ NumPyro API
     def init(
@@ -207,9 +207,6 @@ class AutoSampler(MCMCKernel):
                 "kernel's diagnostics in sample_stats.",
                 stacklevel=3,
             )
-        if init_params is None and self.decision.kernel != "nuts":
-            # minibatch kernels start inside the Laplace approximation (NUTS adapts on its own)
-            rng_key, init_params = _laplace_init(rng_key, self.decision.features)
         return self._delegate.init(rng_key, num_warmup, init_params, model_args, model_kwargs)
 
     def _require(self) -> MCMCKernel:
@@ -253,18 +250,6 @@ class AutoSampler(MCMCKernel):
     def get_diagnostics_str(self, state: Any) -> str:
         inner = self._require().get_diagnostics_str(state)
         return f"{self.decision.kernel}: {inner}" if inner else self.decision.kernel
-
-
-def _laplace_init(rng_key: PRNGKey, features: Any) -> tuple[PRNGKey, Any]:
-    """Split off a start key; return the chain key and Laplace starts (or ``None``)."""
-    if features.map_position is None or features.curvature_diagonal is None:
-        return rng_key, None
-    if is_prng_key(rng_key):  # one chain (sequential, parallel)
-        start_key, chain_key = jax.random.split(rng_key)
-        return chain_key, laplace_starts(start_key, features, 1)[0]
-    keys = jax.vmap(jax.random.split)(rng_key)  # vectorized chains: a key per chain
-    starts = jax.vmap(lambda k: laplace_starts(k, features, 1)[0])(keys[:, 0])
-    return keys[:, 1], starts
 
 
 class _DelegateFields(Sequence):

@@ -2,15 +2,15 @@
 
 Like PyMC's step-method ``Competence``, every candidate gets a level per rule that applies,
 and the ranking is by total score.  The thresholds below were set from the measurements of
-``benchmarks/selection_suite.py`` (see README, "Automatic selection").
+``benchmarks/selection_suite.py`` (see the docs' selection guide).  Candidates carry no
+scale-dependent settings: every sampler runs on the adapter's whitened potential with control
+variates and a batch size chosen by the shared warmup (DESIGN §8), so its own defaults apply.
 """
 
 from __future__ import annotations
 
 import math
 from typing import NamedTuple
-
-import numpy as np
 
 from pplsamplers.registry import SAMPLERS
 from pplsamplers.select.features import ModelFeatures
@@ -35,26 +35,6 @@ HEAVY_TAILS = 0.8
 WILD_GRADIENTS = 50.0
 """Per-example gradient kurtosis above which gradients are 'wild' (heavy-tailed covariates)."""
 
-SGLD_STEP_FRACTION = 0.1
-"""SGLD/pSGLD step as a fraction of min(1/λ_max, 4/max V) (as ``SGLD(step_size="auto")``)."""
-SGBD_STEP_FRACTION = 0.5
-"""SGBD's σ_j as a fraction of coordinate j's conditional posterior sd 1/√H_jj at the MAP."""
-BARKER_NOISE_LIMIT = 1.702 / 1.233
-"""σ_j τ_j at most this: the SGBD paper's §4.2 step rule, where the noise correction is valid."""
-DENSE_REFERENCE_DIM = 256
-"""Up to this D Boomerang's reference uses the full Hessian at the MAP (O(D²) per step): on the
-d = 20 logistic regression it raised min ESS from 21 to 370 per 600 draws (N = 10⁴)."""
-HAMCMC_STEP = 0.1
-"""HAMCMC's ε in the L-BFGS metric; where H ≈ Σ the Euler variance inflation is 1/(1 − ε/2)."""
-
-CONTROL_VARIATE_KERNELS = tuple(
-    name for name, spec in SAMPLERS.items() if spec.supports_control_variate
-)
-"""Kernels given control variates anchored at the MAP when the posterior is unimodal-looking
-(quadratic misfit below ``NON_GAUSSIAN_MISFIT``): at large N they cut the minibatch noise by
-orders of magnitude (the SBPS and Boomerang benchmarks).  SGBD keeps plain minibatches (its
-step rule and noise correction are calibrated for them), and so does pSGLD (its RMSprop metric
-would blow up on the small control-variate gradients near the anchor)."""
 
 PREFERENCE = tuple(name for name, spec in SAMPLERS.items() if spec.selectable)
 """Tie-break order, most specialised first (the registry's order)."""
@@ -71,82 +51,6 @@ class Candidate(NamedTuple):
 
 def _fmt(x: float) -> str:
     return f"{x:.3g}"
-
-
-def tuned_params(name: str, features: ModelFeatures) -> dict:
-    """Scale-aware constructor parameters for candidate ``name`` from the MAP probes.
-
-    The kernels' own defaults are unit-scale numbers; these follow the posterior's scale so
-    that a candidate is compared at a sensible setting, not at an arbitrary one:
-
-    - SGLD: ε = 0.1 · min(1/λ_max, 4/max_j V_j) (curvature and Welling & Teh noise limits;
-      V is dropped with control variates, whose noise vanishes at the anchor);
-      pSGLD additionally divides by the RMSprop metric at the MAP, min_j(λ + √V_j)⁻¹.
-    - SGBD: σ_j = min(0.5/√H_jj, 1.380/τ_j): half the conditional posterior sd, capped by the
-      paper's §4.2 rule σ = 1.702/(1.233 τ) so the flip-probability correction stays valid.
-    - HAMCMC: H⁰ = I/λ_max and ε = 0.1, so that directions the L-BFGS pairs miss take SGLD's
-      step while directions they capture move a tenth of the way to the Newton step.
-    - BPS: refreshment rate √median(H_jj), one refresh per typical posterior width.
-    - Boomerang: a dense reference covariance (the inverse full Hessian at the MAP) up to
-      D = ``DENSE_REFERENCE_DIM``, so that its elliptical flow follows the correlations.
-    - Control variates anchored at the MAP for ``CONTROL_VARIATE_KERNELS`` when the quadratic
-      misfit is below ``NON_GAUSSIAN_MISFIT`` and the probes found one mode (so one anchor
-      serves everywhere).
-
-    Returns ``{}`` when the probes are unavailable (no MAP, discrete sites).
-    """
-    f = features
-    if f.curvature_diagonal is None or not math.isfinite(f.max_curvature):
-        return {}
-    extra = (
-        {"control_variate": True}
-        if name in CONTROL_VARIATE_KERNELS
-        and f.quadratic_misfit < NON_GAUSSIAN_MISFIT
-        and f.mode_count <= 1
-        and not f.cost_ratio >= 1
-        else {}
-    )
-    return {**extra, **_scaled(name, f, control_variate=bool(extra))}
-
-
-def anchor_control_variate(params: dict, features: ModelFeatures) -> dict:
-    """``params`` with ``control_variate=True`` replaced by the probes' MAP as the anchor, so
-    that the chosen kernel does not search for the MAP again; unchanged without a MAP."""
-    if params.get("control_variate") is True and features.map_position is not None:
-        return {**params, "control_variate": features.map_position}
-    return params
-
-
-def _scaled(name: str, f: ModelFeatures, control_variate: bool) -> dict:
-    diag = np.asarray(f.curvature_diagonal, dtype=float)
-    noise_sd = (
-        np.zeros_like(diag)
-        if f.gradient_noise_sd is None or control_variate
-        else np.asarray(f.gradient_noise_sd, dtype=float)
-    )  # CV: ~no noise near x*
-    if name in ("sgld", "psgld"):
-        limit = 1.0 / max(f.max_curvature, 1e-300)
-        if noise_sd.max() > 0:
-            limit = min(limit, 4.0 / float(np.max(noise_sd**2)))
-        step = SGLD_STEP_FRACTION * limit
-        if name == "psgld":
-            step *= float(np.min(1e-5 + noise_sd))
-        return {"step_size": step} if step > 0 else {}
-    if name == "sgbd":
-        sigma = SGBD_STEP_FRACTION / np.sqrt(diag)
-        sigma = np.where(
-            noise_sd > 0,
-            np.minimum(sigma, BARKER_NOISE_LIMIT / np.maximum(noise_sd, 1e-300)),
-            sigma,
-        )
-        return {"step_size": sigma}
-    if name == "hamcmc":
-        return {"step_size": HAMCMC_STEP, "initial_scale": 1.0 / max(f.max_curvature, 1e-300)}
-    if name == "bps":
-        return {"refresh_rate": float(np.sqrt(np.median(diag)))}
-    if name == "boomerang" and f.dim <= DENSE_REFERENCE_DIM:
-        return {"curvature": "full_hessian"}
-    return {}
 
 
 def rank_candidates(
@@ -195,7 +99,7 @@ def rank_candidates(
                 "latents, and with a large data set NUTS+Gibbs is too slow. Marginalise them out."
             )
         for name in names:
-            if name != "nuts":
+            if SAMPLERS[name].minibatch:
                 rule(name, INCOMPATIBLE, f"cannot move the discrete site(s) {sites}")
         rule(
             "nuts",
@@ -214,7 +118,7 @@ def rank_candidates(
         )
         rule("nuts", IDEAL, f"{why}; NUTS is exact and needs no tuning")
         for name in names:
-            if name != "nuts":
+            if SAMPLERS[name].minibatch:
                 rule(name, COMPATIBLE, f"{why}; subsampling adds bias for little saving")
         return _sorted(scores, params, reasons, f)
 
@@ -244,7 +148,6 @@ def rank_candidates(
             f"the posterior is close to its Laplace approximation (quadratic misfit "
             f"{_fmt(f.quadratic_misfit)} < {NEAR_GAUSSIAN_MISFIT}): the Gaussian reference "
             "absorbs most of U and control variates make minibatch rates nearly exact",
-            control_variate=True,
         )
     else:
         rule(
@@ -320,7 +223,7 @@ def _sorted(scores: dict, params: dict, reasons: dict, features: ModelFeatures) 
         Candidate(
             name,
             scores[name],
-            {**tuned_params(name, features), **params[name]},
+            dict(params[name]),
             tuple(reasons[name]) or ("compatible; no rule favours it for these features",),
         )
         for name in ranked
@@ -328,4 +231,4 @@ def _sorted(scores: dict, params: dict, reasons: dict, features: ModelFeatures) 
     ]
 
 
-__all__ = ["Candidate", "anchor_control_variate", "rank_candidates", "tuned_params"]
+__all__ = ["Candidate", "rank_candidates"]

@@ -58,8 +58,9 @@ class Decision(NamedTuple):
     strategy: str = "rules"
     pilot: dict = {}
 
-    def explain(self, print_it: bool = True) -> str:
-        """The decision as a readable table (printed unless ``print_it=False``)."""
+    def explain(self) -> str:
+        """The decision as a readable table (returned, not printed: ``print(d.explain())``,
+        or :meth:`print_explanation`; a notebook shows the returned text once)."""
         lines = [
             f"AutoSampler ({self.strategy}) chose: {self.kernel}"
             + (f"  ({format_params(self.params)})" if self.params else "")
@@ -76,19 +77,25 @@ class Decision(NamedTuple):
                 if "error" in measured:
                     note = f"FAILED ({measured['error'][:60]}); {note}"
                 else:
+                    check = measured.get("self_check")
                     note = (
                         f"KSD² {measured['ksd_squared']:.2g} ± {measured['ksd_se']:.1g}"
-                        + (" REJECTED by bias guard" if measured["rejected"] else "")
+                        + (" REJECTED by self-check" if check else "")
+                        + (" REJECTED by bias guard" if measured["rejected"] and not check else "")
                         + f"; {note}"
                     )
             lines.append(f"  {candidate.name:<12} {score:>10.3g}  {note}")
         lines.append("")
         lines.append("features:")
         lines.append(features_table(self.features))
-        text = "\n".join(lines)
-        if print_it:
-            print(text)
-        return text
+        return "\n".join(lines)
+
+    def print_explanation(self) -> None:
+        """Print :meth:`explain`."""
+        print(self.explain())
+
+    def __str__(self) -> str:
+        return self.explain()
 
     def to_attrs(self) -> dict[str, str]:
         """Flat string attributes for an ArviZ DataTree (netCDF-safe)."""
@@ -105,7 +112,7 @@ class Decision(NamedTuple):
             "pplsamplers_auto_reasons": " | ".join(self.reasons),
             "pplsamplers_auto_scores": json.dumps(self.scores, default=float),
             "pplsamplers_auto_features": json.dumps(self.features.as_dict(), default=str),
-            "pplsamplers_auto_explanation": self.explain(print_it=False),
+            "pplsamplers_auto_explanation": self.explain(),
         }
 
 

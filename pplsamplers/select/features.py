@@ -23,15 +23,10 @@ from pplsamplers.potential import (
     make_potential,
     model_info,
 )
+from pplsamplers.potential.modes import count_modes
 from pplsamplers.types import Array, PRNGKey
 
 PROBE_STEPS = (-3.0, -2.0, -1.0, 1.0, 2.0, 3.0)
-MODE_STARTS = 4
-"""Extra MAP fits, from the model's own random initial points, that look for other modes."""
-MODE_BARRIER = 3.0
-"""Rise of U (nats) on the segment to the MAP above both ends that separates two optima."""
-MODE_MASS = 10.0
-"""An optimum more than this many nats above the MAP's U carries negligible mass."""
 
 
 class ModelFeatures(NamedTuple):
@@ -166,67 +161,6 @@ def probe_features(
     out["map_position"] = x_map
     out["mode_count"] = count_modes(mode_key, potential, x_map, values["curvature_diagonal"])
     return out
-
-
-def count_modes(
-    rng_key: PRNGKey,
-    potential: SubsampledPotential,
-    x_map: Array,
-    curvature_diagonal: Array,
-    num_starts: int = MODE_STARTS,
-    map_steps: int = 300,
-) -> int:
-    """``ModelFeatures.mode_count``: the MAP plus the distinct separated optima reached by
-    ``num_starts`` MAP fits from the model's random initial points (one vmapped fit).
-
-    Two optima are the same when they are within 3 Laplace sds (scaled by
-    ``curvature_diagonal``) of each other; an optimum counts when U rises more than
-    ``MODE_BARRIER`` nats above both ends somewhere on the segment from it to the MAP, and it
-    lies within ``MODE_MASS`` nats of the MAP.
-
-    Examples
-    --------
-    >>> import jax
-    >>> from models import multimodal_mixture
-    >>> from pplsamplers.potential import find_map, make_potential
-    >>> args, kwargs = multimodal_mixture.load_data(N=1000)  # 4 modes at (±1, ±1)
-    >>> potential = make_potential(multimodal_mixture.model, args, kwargs, 10)
-    >>> x_map = find_map(jax.random.key(0), potential).position
-    >>> count_modes(jax.random.key(1), potential, x_map, jax.numpy.full(2, 1.6e4)) > 1
-    True
-    """
-    if potential.draw_init is None or num_starts < 1:
-        return 1
-    init_keys = jax.random.split(jax.random.fold_in(rng_key, 1), num_starts)
-    starts = jnp.stack([potential.draw_init(k) for k in init_keys])  # the model's init strategy
-    fit_keys = jax.random.split(rng_key, num_starts)
-    scale = jnp.sqrt(jnp.asarray(curvature_diagonal, x_map.dtype))
-
-    @jax.jit
-    def separated(keys: Array, starts: Array) -> tuple[Array, Array]:
-        optima = jax.vmap(lambda k, x0: find_map(k, potential, x0, num_steps=map_steps).position)(
-            keys, starts
-        )
-        value = lambda x: potential.full_value_and_grad(x)[0]
-        u_map = value(x_map)
-        fractions = jnp.linspace(0.0, 1.0, 9)[1:-1]
-
-        def barrier(x: Array) -> tuple[Array, Array]:
-            u_opt = value(x)
-            path = lax.map(lambda t: value(x_map + t * (x - x_map)), fractions)
-            rise = jnp.max(path) - jnp.maximum(u_opt, u_map)
-            ok = (rise > MODE_BARRIER) & (u_opt - u_map < MODE_MASS)
-            return jnp.where(jnp.isfinite(rise), ok, False), u_opt
-
-        return optima * scale, jax.vmap(barrier)(optima)[0]
-
-    scaled, is_mode = separated(fit_keys, starts)
-    scaled, is_mode = np.asarray(scaled), np.asarray(is_mode)
-    distinct: list[np.ndarray] = []
-    for point in scaled[is_mode]:  # at most num_starts points: dedupe by scaled distance
-        if all(np.linalg.norm(point - other) > 3.0 for other in distinct):
-            distinct.append(point)
-    return 1 + len(distinct)
 
 
 def _probe_arrays(key: PRNGKey, potential: SubsampledPotential, x_map: Array) -> dict[str, Array]:

@@ -13,20 +13,21 @@ not rejected for a noisy estimate.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from numpyro.infer import MCMC
 
 from pplsamplers.diagnostics import min_ess, stein_u_statistic
+from pplsamplers.diagnostics.output import check_run
 from pplsamplers.potential import make_potential
-from pplsamplers.registry import make_kernel
-from pplsamplers.select.competence import Candidate, anchor_control_variate
+from pplsamplers.registry import SAMPLERS, make_kernel
+from pplsamplers.select.competence import Candidate
 from pplsamplers.select.decision import Decision
-from pplsamplers.select.features import ModelFeatures, laplace_starts
+from pplsamplers.select.features import ModelFeatures
 
 
 def common_lengthscale(features: ModelFeatures) -> float:
@@ -112,13 +113,9 @@ def _run(
     key: jax.Array,
     model_args: tuple,
     model_kwargs: dict,
-    starts: jax.Array | None = None,
 ) -> MCMC:
     minibatch = hasattr(kernel, "potential")
     extra = ("num_steps",) if not minibatch else ()
-    init_params = None
-    if starts is not None and minibatch:  # NUTS adapts from its own start
-        init_params = starts[0] if num_chains == 1 else starts[:num_chains]
     mcmc = MCMC(
         kernel,
         num_warmup=num_warmup,
@@ -127,7 +124,7 @@ def _run(
         chain_method="vectorized",
         progress_bar=False,
     )
-    mcmc.run(key, *model_args, extra_fields=extra, init_params=init_params, **model_kwargs)
+    mcmc.run(key, *model_args, extra_fields=extra, **model_kwargs)
     # NumPyro dispatches the chain asynchronously; the caller's clock needs the finished draws
     jax.block_until_ready((mcmc.get_samples(), mcmc.get_extra_fields()))
     return mcmc
@@ -146,16 +143,16 @@ def evaluate_candidate(
     min_draws: int = 50,
     max_draws: int = 4000,
     min_warmup: int = 200,
-    starts: jax.Array | None = None,
 ) -> dict[str, Any]:
     """Run one candidate on ``budget_epochs`` and return its draws and ESS per epoch.
 
     The sampling phase gets ``budget_epochs`` (at least ``min_draws`` per chain, so that ESS
     and KSD are defined; the epochs actually spent are what the score divides by).  Warmup
     (``max(draws // 2, min_warmup)`` steps, not counted) lets kernels that adapt or start
-    away from the mode reach stationarity before they are scored.  ``starts`` (``(num_chains,
-    D)`` flat unconstrained points, e.g. :func:`~pplsamplers.select.features.laplace_starts`)
-    start the minibatch kernels' chains.
+    away from the mode reach stationarity before they are scored (minibatch kernels start in
+    the Laplace approximation of the shared warmup).  The run's self-check
+    (:func:`~pplsamplers.diagnostics.output.check_run`) is returned as ``self_check``: the
+    pilot rejects a candidate that fails it.
     """
     calibrate_key, run_key = jax.random.split(rng_key)
     probe = _run(
@@ -166,21 +163,22 @@ def evaluate_candidate(
         calibrate_key,
         model_args,
         model_kwargs,
-        starts,
     )
     per_draw = max(_epochs_per_draw(probe, num_data), 1e-12)
     draws = int(np.clip(budget_epochs / (per_draw * num_chains), min_draws, max_draws))
     warmup = max(draws // 2, min_warmup)
     start = time.perf_counter()
-    mcmc = _run(make(), warmup, draws, num_chains, run_key, model_args, model_kwargs, starts)
+    mcmc = _run(make(), warmup, draws, num_chains, run_key, model_args, model_kwargs)
     seconds = time.perf_counter() - start
     import arviz as az
 
     idata = az.from_numpyro(mcmc)
     ess = min_ess(idata)
     epochs = per_draw * draws * num_chains
+    check = check_run(mcmc, warn_user=False)
     return dict(
         samples=mcmc.get_samples(),
+        self_check=None if check is None else check.warning,
         draws=draws,
         epochs=epochs,
         ess=ess,
@@ -227,10 +225,11 @@ def run_pilot(
     score_fn = jax.jit(jax.vmap(lambda x: -potential.full_value_and_grad(x)[1]))
     lengthscale = common_lengthscale(features)
     results: dict[str, dict] = {}
-    start_key, *keys = jax.random.split(jax.random.PRNGKey(seed), len(contenders) + 1)
-    starts = laplace_starts(start_key, features, num_chains)
+    keys = jax.random.split(jax.random.PRNGKey(seed), len(contenders))
     for candidate, key in zip(contenders, keys, strict=True):
-        params = anchor_control_variate({**shared, **candidate.params, **overrides}, features)
+        params = {**candidate.params, **overrides}
+        if SAMPLERS[candidate.name].minibatch:
+            params = {**shared, **params}
         try:
             outcome = evaluate_candidate(
                 lambda params=params, name=candidate.name: make_kernel(name, model, **params),
@@ -240,7 +239,6 @@ def run_pilot(
                 budget_epochs=budget_epochs,
                 num_chains=num_chains,
                 rng_key=key,
-                starts=starts,
             )
         except (ValueError, FloatingPointError, np.linalg.LinAlgError) as error:
             # a candidate that cannot run on this model loses, and the explanation says why
@@ -270,8 +268,21 @@ def run_pilot(
         {n: (r["ksd_squared"], r["ksd_se"]) for n, r in results.items()}, guard_factor
     )
     for name, r in results.items():
-        r["rejected"] = rejected[name]
+        # the KSD guard compares candidates; the self-check rejects a run that is wrong on its
+        # own (a frozen chain, R-hat, a Stein identity violated by more than 0.2 sd ...)
+        r["rejected"] = rejected[name] or bool(r.get("self_check"))
     admissible = {n: r for n, r in results.items() if not r["rejected"]}
+    if not admissible:  # nothing passed: keep the least wrong (smallest KSD), and say so
+        admissible = {n: r for n, r in results.items() if "error" not in r}
+        best = min(admissible, key=lambda n: admissible[n]["ksd"])
+        admissible = {best: admissible[best]}
+        warnings.warn(
+            "pplsamplers: every pilot candidate failed its self-check or the KSD guard; "
+            f"{best} (smallest KSD) is used. Run longer (pilot_options budget_epochs) or check "
+            "the model: "
+            + "; ".join(f"{n}: {r.get('self_check') or 'KSD'}" for n, r in results.items()),
+            stacklevel=3,
+        )
     winner = max(admissible, key=lambda n: admissible[n]["ess_per_epoch"])
     reasons = (
         f"highest ESS per epoch in the pilot ({admissible[winner]['ess_per_epoch']:.3g}, "
@@ -279,10 +290,6 @@ def run_pilot(
         *next(c.reasons for c in contenders if c.name == winner),
     )
     chosen = dict(results[winner]["params"])
-    if isinstance(chosen.get("control_variate"), jnp.ndarray | np.ndarray):
-        chosen["control_variate"] = True  # the anchor is the features' MAP again
-    if winner == "nuts":
-        chosen.pop("subsample_size", None)
     return Decision(
         kernel=winner,
         params=chosen,

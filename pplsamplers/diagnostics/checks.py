@@ -1,0 +1,485 @@
+"""End-of-run self-check, so that a wrong run is never silent (DESIGN §8.6, issue 14 item 5).
+
+:func:`self_check` looks at the draws of a finished run, in flat unconstrained coordinates x:
+
+1. **Convergence**: rank-normalised split R-hat (max over coordinates) and bulk ESS (min),
+   through ArviZ (Vehtari et al. 2021).  One chain is split into two halves first.
+2. **Frozen / diverged chains**: a chain that never moves (zero variance in every coordinate,
+   or moved in fewer than 1% of steps), or that ran off (non-finite draws, or a draw more
+   than 10³ robust sds from the centre of the tightest healthy chain).
+3. **Full-data Stein check** on a thinned subset of m draws, with the exact score
+   s(x) = −∇U(x) (one full-data pass per draw).  For any posterior π with vanishing boundary
+   terms the Stein identities E_π[s] = 0 and E_π[(x − E x) sᵀ] = −I hold.  With S the
+   covariance and x̄ the mean of *all* draws, each thinned draw i contributes
+
+       g_i = S s_i + (x_i − x̄),  mean_err_j = −mean_i(g_ij) / (sd_j r_j),
+       scale_err_j = −mean_i(g_ij (x_ij − x̄_j)) / S_jj,   r_j = √(1 + scale_err_j),
+
+   after removing, per coordinate, the least-squares fit on the control variates
+   z_j = (x_j − x̄_j)/sd_j and z_j² − 1, whose mean over *all* draws is exactly 0.  For exact
+   draws E[g] = 0 and E[g_j (x − x̄)_j] = 0 for any fixed S (the Stein identities), so exact
+   runs pass whatever S is.  For a Gaussian posterior N(μ, Σ) and draws with mean μ + δ and
+   covariance c²Σ, g_i = (1 − c²)(x_i − x̄) − c²δ, and the control variates make
+   mean_err = δ/σ (the mean error in posterior sds), r = c (the sd ratio) and
+   scale_err = c² − 1 exactly, whatever the thinned subset: the check reads the run's own
+   realised errors with no Monte Carlo noise of its own (for errors that are not a common
+   shift and scale it is a close first-order reading).  Without the control variates the
+   mean check would carry the noise of an m-draw mean (≈ 1/√m sd: too much to see a 0.25 sd
+   shift with m = 200).  The dense S, i.e. whitening by the draws' own covariance, is what
+   makes this work for correlated posteriors; a diagonal S (used when D > 1000 or there are
+   fewer than 2D draws) is still unbiased, only noisier.  For non-Gaussian posteriors the
+   terms vary: their MCSE uses the ArviZ ESS of the terms, over chains.
+4. **Counts**: non-finite draws, non-finite potentials at the checked draws, and any step
+   counts passed in ``counts`` (e.g. reverted or rejected steps after warmup).
+
+Thresholds (:class:`Thresholds`) and why
+----------------------------------------
+The project's robustness tolerance is max |Δmean|/sd ≤ 0.25 and |sd ratio − 1| ≤ 0.30, and
+every run outside it must be flagged.  A coordinate fails the Stein check when
+
+    |mean_err| > tol_mean + z·MCSE   or   |r − 1| > tol_sd + z·MCSE_r,
+
+with tol_mean = 0.2, tol_sd = 0.2, z = 3.  Both lie inside the tolerance, so a run at the
+edge (0.25 sd off, or an sd ratio of 0.7 or 1.3) is flagged as soon as z·MCSE < 0.05 (mean)
+or < 0.1 (sd); for a Gaussian posterior the MCSE is zero and every run outside the
+tolerance is flagged.  They are as loose as that allows because the check reads the run's
+*realised* error: an exact run whose chains have a bulk ESS of 400 has a mean error with sd
+0.05, so tol_mean = 0.2 is a 4-sd event per coordinate (≈ 6·10⁻⁵), and its sd ratio has sd
+≈ 1/√(2·400) = 0.035, so tol_sd = 0.2 is beyond 5 sd.  R-hat > 1.05 and a bulk ESS < 100
+are flagged too (with fewer than 100 effective draws the mean error alone is ≈ 0.1 sd, and
+R-hat itself is unreliable).  ``tests/unit/test_self_check.py`` checks all of this.
+
+Cost: m full-data passes (``thin_to``, 200 by default), jitted once per potential and
+mapped over the draws in batches (no Python loop over draws).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+import weakref
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import arviz as az
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from pplsamplers.potential import SubsampledPotential
+from pplsamplers.types import Array, PRNGKey
+
+
+class SelfCheckWarning(UserWarning):
+    """Issued when the end-of-run self-check fails (a run that is probably wrong)."""
+
+
+class Thresholds(NamedTuple):
+    """Failure thresholds of :func:`self_check` (justified in the module docstring)."""
+
+    rhat: float = 1.05  # max split R-hat
+    min_ess: float = 100.0  # min bulk ESS
+    tol_mean: float = 0.2  # |Stein mean error| in posterior sds, plus z·MCSE
+    tol_sd: float = 0.2  # |Stein sd ratio − 1|, plus z·MCSE
+    z: float = 3.0
+    frozen_rel_var: float = 1e-12  # a chain's variance ≤ this × its mean², every coordinate
+    min_moved: float = 0.01  # or a chain moved in fewer than this fraction of steps
+    diverged_sds: float = 1e3  # robust sds from the tightest healthy chain
+
+
+_FIXES = {
+    "stein": ("more warmup", "a smaller step"),
+    "rhat": ("more warmup and draws",),
+    "ess": ("more warmup and draws",),
+    "frozen": ("a smaller step",),
+    "diverged": ("a smaller step",),
+    "nonfinite": ("a smaller step", "checking the data and the model's support"),
+    "counts": ("a smaller step", "checking the data and the model's support"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class SelfCheck:
+    """Result of :func:`self_check`: every value, ``passed``, and a one-line ``warning``."""
+
+    passed: bool
+    warning: str
+    failures: tuple[str, ...]
+    """Failed check names: stein_mean, stein_sd, rhat, ess, frozen, diverged, nonfinite, or a
+    key of ``counts``."""
+    names: tuple[str, ...]
+    rhat: np.ndarray
+    ess_bulk: np.ndarray
+    frozen_chains: tuple[int, ...]
+    diverged_chains: tuple[int, ...]
+    nonfinite_draws: int
+    counts: dict[str, int]
+    stein_draws: int
+    stein_whitening: str
+    """"dense", "diag", or "skipped: <reason>"."""
+    stein_nonfinite: int
+    mean_err: np.ndarray
+    mean_mcse: np.ndarray
+    sd_ratio: np.ndarray
+    sd_mcse: np.ndarray
+    scale_err: np.ndarray
+    scale_mcse: np.ndarray
+    thresholds: Thresholds
+
+    def _worst(self, values: np.ndarray, centre: float | None) -> tuple[int | None, float, str]:
+        """(index, value, name) farthest from ``centre``, or smallest if ``None`` (NaN-safe)."""
+        values = np.asarray(values, float)
+        if not np.any(np.isfinite(values)):
+            return None, math.nan, ""
+        finite = np.where(np.isfinite(values), values, np.nan)
+        j = int(np.nanargmin(finite) if centre is None else np.nanargmax(np.abs(finite - centre)))
+        return j, float(values[j]), self.names[j]
+
+    def to_attrs(self, prefix: str = "self_check_") -> dict[str, Any]:
+        """Plain floats / ints / strings for DataTree (or ``sample_stats``) attrs."""
+        out: dict[str, Any] = {"passed": int(self.passed), "warning": self.warning}
+        out["failures"] = ",".join(self.failures)
+        for label, values, centre in [
+            ("rhat_max", self.rhat, 1.0),
+            ("ess_bulk_min", self.ess_bulk, None),
+            ("stein_mean_err", self.mean_err, 0.0),
+            ("stein_sd_ratio", self.sd_ratio, 1.0),
+        ]:
+            j, out[label], out[label + "_name"] = self._worst(values, centre)
+            if label == "stein_mean_err":
+                out["stein_mean_mcse"] = math.nan if j is None else float(self.mean_mcse[j])
+        out["stein_draws"] = int(self.stein_draws)
+        out["stein_whitening"] = self.stein_whitening
+        out["stein_nonfinite"] = int(self.stein_nonfinite)
+        out["frozen_chains"] = ",".join(map(str, self.frozen_chains))
+        out["diverged_chains"] = ",".join(map(str, self.diverged_chains))
+        out["nonfinite_draws"] = int(self.nonfinite_draws)
+        out.update({f"steps_{k}": int(v) for k, v in self.counts.items()})
+        out.update({f"threshold_{k}": float(v) for k, v in self.thresholds._asdict().items()})
+        return {prefix + k: v for k, v in out.items()}
+
+    def summary_lines(self) -> list[str]:
+        """Human-readable lines for ``pplsamplers fit`` and ``print_summary``."""
+        a = self.to_attrs(prefix="")
+        lines = [f"self-check: {'passed' if self.passed else 'FAILED'}"]
+        lines.append(
+            f"  R-hat max {a['rhat_max']:.3f} ({a['rhat_max_name']}); "
+            f"bulk ESS min {a['ess_bulk_min']:.0f} ({a['ess_bulk_min_name']})"
+        )
+        if self.stein_whitening.startswith("skipped"):
+            lines.append(f"  Stein check {self.stein_whitening}")
+        else:
+            lines.append(
+                f"  Stein check ({self.stein_draws} draws, {self.stein_whitening} S): "
+                f"worst mean error {a['stein_mean_err']:+.3f} ± {a['stein_mean_mcse']:.3f} sd "
+                f"({a['stein_mean_err_name']}); worst sd ratio {a['stein_sd_ratio']:.3f} "
+                f"({a['stein_sd_ratio_name']})"
+            )
+        steps = ", ".join(f"{v} {k}" for k, v in self.counts.items())
+        lines.append(
+            f"  chains frozen: [{a['frozen_chains']}], diverged: [{a['diverged_chains']}]; "
+            f"non-finite draws {self.nonfinite_draws}" + (f"; steps: {steps}" if steps else "")
+        )
+        if not self.passed:
+            lines.append("  " + self.warning)
+        return lines
+
+
+def warn(result: SelfCheck, stacklevel: int = 2) -> None:
+    """Issue ``result.warning`` as a :class:`SelfCheckWarning` when the check failed."""
+    if not result.passed:
+        warnings.warn(result.warning, SelfCheckWarning, stacklevel=stacklevel)
+
+
+def coordinate_names(potential: SubsampledPotential) -> list[str]:
+    """Names like ``"w[3]"`` for the D flat coordinates (ravel order of ``unravel``)."""
+    try:
+        out = jax.eval_shape(potential.unravel, potential.init_position)
+        names = []
+        for site, leaf in out.items():  # ravel_pytree order: sorted dict keys, C order
+            shape = tuple(leaf.shape)
+            names += (
+                [site]
+                if not shape
+                else [f"{site}[{','.join(map(str, i))}]" for i in np.ndindex(shape)]
+            )
+        if len(names) == potential.dim:
+            return names
+    except Exception:  # noqa: BLE001 - any unusual unravel falls back to x[j]
+        pass
+    return [f"x[{j}]" for j in range(potential.dim)]
+
+
+_SCORES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _scores_fn(potential: SubsampledPotential) -> Callable[[Array], tuple[Array, Array]]:
+    """Jitted ``(m, D) -> (U (m,), ∇U (m, D))``, cached per potential (one compile)."""
+    full = potential.full_value_and_grad
+    fn = _SCORES.get(full)
+    if fn is None:
+        fn = jax.jit(lambda xs: jax.lax.map(full, xs, batch_size=8))
+        _SCORES[full] = fn
+    return fn
+
+
+def _convergence(draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rank-normalised split R-hat and bulk ESS per coordinate (ArviZ); one chain is halved."""
+    if draws.shape[0] == 1:
+        half = draws.shape[1] // 2
+        draws = np.stack([draws[0, :half], draws[0, half : 2 * half]])
+    if draws.shape[1] < 4:
+        nan = np.full(draws.shape[-1], np.nan)
+        return nan, nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.asarray(az.rhat(draws)), np.asarray(az.ess(draws, method="bulk"))
+
+
+def _chain_health(draws: np.ndarray, th: Thresholds) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per chain: non-finite draw counts, frozen flags, diverged flags."""
+    finite_rows = np.all(np.isfinite(draws), axis=-1)  # (chains, draws)
+    nonfinite = np.sum(~finite_rows, axis=1)
+    safe = np.where(np.isfinite(draws), draws, 0.0)
+    var = np.var(safe, axis=1)  # (chains, D)
+    # zero variance relative to the chain's own location (a frozen chain at 0 included)
+    zero_var = np.all(var <= th.frozen_rel_var * np.mean(safe, axis=1) ** 2, axis=1)
+    moved = (
+        np.mean(np.any(np.diff(draws, axis=1) != 0, axis=-1), axis=1) if draws.shape[1] > 1 else 1.0
+    )
+    frozen = zero_var | (np.asarray(moved) < th.min_moved)
+    # diverged: relative to the centre and robust sd of the tightest healthy chain
+    q25, med, q75 = np.percentile(safe, [25, 50, 75], axis=1)  # each (chains, D)
+    robust_sd = (q75 - q25) / 1.349
+    healthy = (nonfinite == 0) & ~frozen
+    diverged = nonfinite > 0
+    if np.any(healthy):
+        ref = np.flatnonzero(healthy)[np.argmin(np.sum(np.log(robust_sd[healthy] + 1e-300), -1))]
+        scale = np.maximum(robust_sd[ref], 1e-12 * (1.0 + np.abs(med[ref])))
+        far = np.max(np.abs(safe - med[ref]) / scale, axis=(1, 2))
+        diverged = diverged | (far > th.diverged_sds)
+    return nonfinite, frozen, diverged
+
+
+def _mcse(terms: np.ndarray) -> np.ndarray:
+    """MCSE of the mean of ``terms`` (chains, k, P) from ArviZ's ESS (capped at the count)."""
+    count = terms.shape[0] * terms.shape[1]
+    flat = terms.reshape(count, -1)
+    sd = np.std(flat, axis=0, ddof=1) if count > 1 else np.full(flat.shape[1], np.inf)
+    ess = np.full(flat.shape[1], float(count))
+    if terms.shape[1] >= 4:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            est = np.asarray(az.ess(terms, method="mean"), float)
+        ess = np.where(np.isfinite(est), np.clip(est, 1.0, count), ess)
+    tiny = sd <= 1e-10 * (1.0 + np.abs(np.mean(flat, axis=0)))
+    return np.where(tiny, 0.0, sd / np.sqrt(ess))
+
+
+def _adjust(terms: np.ndarray, controls: np.ndarray) -> np.ndarray:
+    """Per coordinate, ``terms − β·controls`` with β the least-squares slope on the thinned
+    draws: the same mean in expectation (the controls have mean 0 over all draws), less noise.
+    """
+    c = controls - controls.mean(0)
+    t = terms - terms.mean(0)
+    gram = np.einsum("mjp,mjq->jpq", c, c) + 1e-12 * np.eye(c.shape[-1])
+    beta = np.linalg.solve(gram, np.einsum("mjp,mj->jp", c, t)[..., None])[..., 0]
+    return terms - np.einsum("mjp,jp->mj", controls, beta)
+
+
+def _stein(
+    draws: np.ndarray,
+    potential: SubsampledPotential,
+    thin_to: int,
+    key: PRNGKey | None,
+    whiten: str,
+) -> tuple[tuple | None, str, int]:
+    """Stein mean and scale errors (module docstring) on evenly thinned draws:
+    ``(values or None, how, number of draws with a non-finite potential)``."""
+    chains, n, dim = draws.shape
+    flat = draws.reshape(-1, dim)
+    xbar = flat.mean(0)
+    use_dense = whiten == "dense" or (whiten == "auto" and dim <= 1000 and flat.shape[0] >= 2 * dim)
+    cov = (
+        np.cov(flat, rowvar=False, bias=True).reshape(dim, dim)
+        if use_dense
+        else np.diag(flat.var(0))
+    )
+    var = np.diag(cov).copy()
+    if np.any(~(var > 0)):
+        return None, "skipped: a coordinate has zero variance", 0
+    k = min(n, max(2, -(-thin_to // chains)))
+    start = 0.0 if key is None else float(jax.random.uniform(key))
+    idx = np.floor((start + np.arange(k)) * (n / k)).astype(int)  # evenly spread, < n
+    thin = draws[:, idx].reshape(-1, dim)
+    padded = np.concatenate([thin, np.repeat(thin[:1], (-len(thin)) % 32, 0)])
+    u_val, grad = _scores_fn(potential)(jnp.asarray(padded, potential.init_position.dtype))
+    u_val, grad = np.asarray(u_val, float)[: len(thin)], np.asarray(grad, float)[: len(thin)]
+    bad = ~(np.isfinite(u_val) & np.all(np.isfinite(grad), -1))
+    if np.any(bad):
+        return None, f"skipped: non-finite potential at {int(np.sum(bad))} draws", int(np.sum(bad))
+    centred = thin - xbar
+    g = -grad @ cov.T + centred  # g_i = S s_i + (x_i − x̄), s = −∇U
+    sd = np.sqrt(var)
+    z = centred / sd
+    # control variates z_j and z_j² − 1: their mean over *all* draws is exactly 0
+    controls = np.stack([z, z**2 - 1.0], -1)  # (m, D, 2)
+    t_mean = _adjust(-g / sd, controls).reshape(chains, k, dim)
+    t_scale = _adjust(-g * centred / var, controls).reshape(chains, k, dim)
+    mcse = _mcse(np.concatenate([t_mean, t_scale], -1)) * np.sqrt(
+        k * chains / max(k * chains - 3, 1)
+    )
+    scale_err = t_scale.mean((0, 1))
+    ratio = np.sqrt(np.maximum(1.0 + scale_err, 0.0))
+    r = np.maximum(ratio, 0.5)
+    mean_err, mean_mcse = t_mean.mean((0, 1)) / r, mcse[:dim] / r
+    sd_mcse = mcse[dim:] / (2.0 * r)
+    out = (mean_err, mean_mcse, ratio, sd_mcse, scale_err, mcse[dim:], len(thin))
+    return out, "dense" if use_dense else "diag", 0
+
+
+def _chain_list(label: str, chains: np.ndarray) -> str:
+    ids = ", ".join(map(str, np.flatnonzero(chains)))
+    return f"chain{'s' if np.sum(chains) > 1 else ''} {ids} {label}"
+
+
+def self_check(
+    draws: Array,
+    potential: SubsampledPotential,
+    *,
+    counts: dict[str, Any] | None = None,
+    thin_to: int = 200,
+    rng_key: PRNGKey | None = None,
+    names: list[str] | None = None,
+    thresholds: Thresholds = Thresholds(),
+    whiten: str = "auto",
+) -> SelfCheck:
+    """Check a finished run: convergence, frozen/diverged chains, full-data Stein identities.
+
+    Parameters
+    ----------
+    draws
+        (chains, draws, D) flat unconstrained positions x after warmup (2-D: one chain).
+    potential
+        The model's :class:`~pplsamplers.potential.SubsampledPotential` (in x coordinates);
+        its ``full_value_and_grad`` gives the exact scores.
+    counts
+        Per-chain step counts after warmup, e.g. ``{"reverted": (chains,), "rejected": ...}``;
+        any non-zero count fails the check.
+    thin_to
+        Number of draws for the Stein check (full-data passes), spread evenly over chains.
+    rng_key
+        Optional key for a random offset of the thinning grid.
+    names
+        Coordinate names for messages; default from ``potential.unravel`` (``"w[3]"``).
+    thresholds
+        :class:`Thresholds`; the defaults are justified in the module docstring.
+    whiten
+        ``"auto"`` (dense S for D ≤ 1000 with ≥ 2D draws, else diagonal), ``"dense"``, ``"diag"``.
+
+    Returns
+    -------
+    :class:`SelfCheck`; pass it to :func:`warn` to warn when it failed.
+
+    Examples
+    --------
+    >>> import jax, jax.numpy as jnp
+    >>> from pplsamplers.potential import build_potential
+    >>> terms = lambda x, idx: (0.0, 0.5 * jnp.sum((x[None, :] - 1.0) ** 2, -1) * jnp.ones(idx.shape))
+    >>> pot = build_potential(terms, dim=2, N=4, n=4, init_position=jnp.zeros(2))
+    >>> x = 1.0 + 0.5 * jax.random.normal(jax.random.key(0), (2, 1000, 2))  # N(1, I/4)
+    >>> self_check(x, pot).passed
+    True
+    >>> bad = self_check(x + 0.15, pot)  # 0.3 posterior sd too high
+    >>> bad.passed, bad.warning[:53]
+    (False, 'pplsamplers self-check FAILED: Stein mean error +0.30')
+    """
+    draws = np.asarray(draws, dtype=float)
+    if draws.ndim == 2:
+        draws = draws[None]
+    if draws.ndim != 3 or draws.shape[-1] != potential.dim:
+        raise ValueError(
+            f"draws must have shape (chains, draws, D={potential.dim}); got {draws.shape}."
+        )
+    dim = draws.shape[-1]
+    names = tuple(names if names is not None else coordinate_names(potential))
+    th = thresholds
+    nonfinite, frozen, diverged = _chain_health(draws, th)
+    usable = (nonfinite == 0) & ~diverged
+    nan = np.full(dim, np.nan)
+    rhat, ess = _convergence(draws[usable]) if np.any(usable) else (nan, nan)
+    stein, how, stein_bad = None, "skipped: no finite, non-diverged chain", 0
+    if np.any(usable):
+        stein, how, stein_bad = _stein(draws[usable], potential, thin_to, rng_key, whiten)
+    if stein is None:
+        stein = (nan, nan, nan, nan, nan, nan, 0)
+    mean_err, mean_mcse, ratio, sd_mcse, scale_err, scale_mcse, m = stein
+    totals = {k: int(np.sum(np.asarray(v))) for k, v in (counts or {}).items()}
+
+    fails: list[tuple[str, str, str]] = []  # (check, message, fix key)
+    for check, excess, message in [
+        (
+            "stein_mean",
+            np.abs(mean_err) - th.tol_mean - th.z * mean_mcse,
+            "Stein mean error {:+.2f} sd",
+        ),
+        ("stein_sd", np.abs(ratio - 1.0) - th.tol_sd - th.z * sd_mcse, "Stein sd ratio {:.2f}"),
+        ("rhat", rhat - th.rhat, "R-hat {:.2f}"),
+        ("ess", th.min_ess - ess, "bulk ESS {:.0f}"),
+    ]:
+        excess = np.where(np.isfinite(excess), excess, -np.inf)
+        j = int(np.argmax(excess))
+        if excess[j] > 0:
+            value = {"stein_mean": mean_err, "stein_sd": ratio, "rhat": rhat, "ess": ess}[check]
+            fix = "stein" if check.startswith("stein") else check
+            fails.append((check, message.format(value[j]) + f" on {names[j]}", fix))
+    if np.any(frozen):
+        fails.append(("frozen", _chain_list("frozen", frozen), "frozen"))
+    if np.any(diverged):
+        fails.append(("diverged", _chain_list("diverged", diverged), "diverged"))
+    if np.sum(nonfinite) or stein_bad:
+        what = f"{int(np.sum(nonfinite))} non-finite draws" if np.sum(nonfinite) else ""
+        what += ("; " if what else "") + (
+            f"non-finite potential at {stein_bad} of the checked draws" if stein_bad else ""
+        )
+        fails.append(("nonfinite", what, "nonfinite"))
+    for key, total in totals.items():
+        if total:
+            fails.append((key, f"{total} steps {key}", "counts"))
+
+    warning = ""
+    if fails:
+        fixes = list(dict.fromkeys(f for _, _, key in fails for f in _FIXES[key]))
+        fixes += ["another sampler", "AutoSampler"]
+        warning = (
+            "pplsamplers self-check FAILED: "
+            + "; ".join(msg for _, msg, _ in fails)
+            + ". Try: "
+            + " / ".join(fixes)
+        )
+    return SelfCheck(
+        passed=not fails,
+        warning=warning,
+        failures=tuple(name for name, _, _ in fails),
+        names=names,
+        rhat=np.asarray(rhat),
+        ess_bulk=np.asarray(ess),
+        frozen_chains=tuple(int(c) for c in np.flatnonzero(frozen)),
+        diverged_chains=tuple(int(c) for c in np.flatnonzero(diverged)),
+        nonfinite_draws=int(np.sum(nonfinite)),
+        counts=totals,
+        stein_draws=int(m),
+        stein_whitening=how,
+        stein_nonfinite=int(stein_bad),
+        mean_err=np.asarray(mean_err),
+        mean_mcse=np.asarray(mean_mcse),
+        sd_ratio=np.asarray(ratio),
+        sd_mcse=np.asarray(sd_mcse),
+        scale_err=np.asarray(scale_err),
+        scale_mcse=np.asarray(scale_mcse),
+        thresholds=th,
+    )
+
+
+__all__ = ["SelfCheck", "SelfCheckWarning", "Thresholds", "coordinate_names", "self_check", "warn"]

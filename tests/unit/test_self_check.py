@@ -1,0 +1,224 @@
+"""End-of-run self-check (issue 14 item 5, issue 18 item 9): exact runs pass, wrong runs warn."""
+
+import importlib
+import re
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pytest
+
+from pplsamplers.diagnostics.checks import (
+    SelfCheckWarning,
+    Thresholds,
+    coordinate_names,
+    self_check,
+    warn,
+)
+from pplsamplers.potential import build_potential, make_potential
+
+# the package re-exports the function ``self_check``, which shadows the module's name
+sc = importlib.import_module("pplsamplers.diagnostics.checks")
+D = 5
+RNG = np.random.default_rng(0)
+_A = RNG.normal(size=(D, D))
+SIGMA = _A @ _A.T / D + 0.1 * np.eye(D)  # correlated Gaussian posterior
+MU = 3.0 * RNG.normal(size=D)
+SD = np.sqrt(np.diag(SIGMA))
+
+
+def _gaussian_potential():
+    precision, mu = jnp.asarray(np.linalg.inv(SIGMA)), jnp.asarray(MU)
+
+    def terms(x, idx):  # U = ½ (x − μ)ᵀ Σ⁻¹ (x − μ), spread over N = 100 data
+        return 0.0, 0.5 * (x - mu) @ precision @ (x - mu) / 100 * jnp.ones(idx.shape)
+
+    return build_potential(terms, dim=D, N=100, n=10, init_position=jnp.zeros(D))
+
+
+GAUSS = _gaussian_potential()
+EXACT = MU + RNG.normal(size=(2, 2000, D)) @ np.linalg.cholesky(SIGMA).T  # independent draws
+
+
+def test_exact_gaussian_passes_and_reads_realised_errors():
+    result = self_check(EXACT, GAUSS)
+    assert result.passed and result.warning == "" and result.failures == ()
+    assert result.stein_whitening == "dense" and result.stein_draws == 200
+    # the control-variate Stein estimate is (nearly) the run's own realised error
+    realised = (EXACT.reshape(-1, D).mean(0) - MU) / SD
+    np.testing.assert_allclose(result.mean_err, realised, atol=0.01)
+    np.testing.assert_allclose(result.sd_ratio, EXACT.reshape(-1, D).std(0) / SD, atol=0.02)
+    assert np.all(result.mean_mcse < 0.01)
+    attrs = result.to_attrs()
+    assert attrs["self_check_passed"] == 1 and attrs["self_check_warning"] == ""
+    assert all(isinstance(v, (int, float, str)) for v in attrs.values())
+    lines = result.summary_lines()
+    assert lines[0] == "self-check: passed" and "R-hat max" in lines[1]
+
+
+@pytest.mark.parametrize(
+    "label, shift, scale, expected",
+    [
+        ("shift", 0.25, 1.0, r"Stein mean error \+0\.2[4-6] sd on x\[3\]"),
+        ("narrow", 0.0, 0.7, r"Stein sd ratio 0\.(69|70|71) on x\[\d\]"),
+        ("wide", 0.0, 1.3, r"Stein sd ratio 1\.(29|30|31|32) on x\[\d\]"),
+    ],
+)
+def test_wrong_gaussian_runs_fail_with_numbers(label, shift, scale, expected):
+    draws = MU + scale * (EXACT - MU) + shift * SD * np.eye(D)[3]
+    result = self_check(draws, GAUSS)
+    assert not result.passed
+    assert result.warning.startswith("pplsamplers self-check FAILED: ")
+    assert re.search(expected, result.warning), result.warning
+    assert "Try: " in result.warning and "AutoSampler" in result.warning
+    assert "\n" not in result.warning
+    with pytest.warns(SelfCheckWarning, match="self-check FAILED"):
+        warn(result)
+
+
+def test_thresholds_catch_every_gaussian_run_outside_the_tolerance():
+    """The defaults, and why: the project's tolerance is |Δmean|/sd ≤ 0.25, |sd ratio − 1| ≤ 0.3.
+
+    tol_mean = tol_sd = 0.2 lie inside it, so every Gaussian run outside it is flagged (its
+    MCSE is ~0), combinations of a shift with a smaller scale error included; runs well inside
+    it (0.1 sd off, sd ratio 0.9 or 1.1) pass.
+    """
+    assert Thresholds() == Thresholds(1.05, 100.0, 0.2, 0.2, 3.0, 1e-12, 0.01, 1e3)
+    outside = [(0.26, 1.0), (0.5, 1.0), (0.0, 0.69), (0.0, 1.31), (0.26, 0.85), (0.26, 1.15)]
+    inside = [(0.1, 1.0), (0.0, 0.9), (0.0, 1.1), (0.1, 1.1), (0.15, 0.9)]
+    for j, (shift, scale) in enumerate(outside + inside):
+        direction = np.eye(D)[j % D] * (-1) ** j
+        draws = MU + scale * (EXACT - MU) + shift * SD * direction
+        realised_mean = np.max(np.abs(draws.reshape(-1, D).mean(0) - MU) / SD)
+        realised_sd = np.max(np.abs(draws.reshape(-1, D).std(0) / SD - 1))
+        is_outside = realised_mean > 0.25 or realised_sd > 0.3
+        assert is_outside == ((shift, scale) in outside)
+        result = self_check(draws, GAUSS)
+        assert result.passed == (not is_outside), (shift, scale, result.warning)
+
+
+def _logistic():
+    rng = np.random.default_rng(1)
+    X = jnp.asarray(rng.normal(size=(60, 2)))
+    p = 1 / (1 + np.exp(-(np.asarray(X) @ np.array([1.5, -1.0]) + 0.5)))
+    y = jnp.asarray((rng.uniform(size=60) < p).astype(float))
+
+    def model(X, y):
+        b = numpyro.sample("b", dist.Normal(0, 3))
+        w = numpyro.sample("w", dist.Normal(0, 3).expand([2]).to_event(1))
+        with numpyro.plate("data", X.shape[0]) as idx:
+            numpyro.sample("y", dist.Bernoulli(logits=X[idx] @ w + b), obs=y[idx])
+
+    return make_potential(model, (X, y))
+
+
+def _metropolis(potential, chains=4, steps=10_000, thin=4):
+    """A long, exact random-walk Metropolis run (Laplace-scaled proposal), ``lax.scan``-ed."""
+    everything = jnp.arange(potential.N)
+    u = lambda x: potential.value(x, everything)
+    newton = lambda _, m: m - jnp.linalg.solve(jax.hessian(u)(m), jax.grad(u)(m))
+    mode = jax.jit(lambda m: jax.lax.fori_loop(0, 15, newton, m))(jnp.zeros(potential.dim))
+    chol = jnp.linalg.cholesky(jnp.linalg.inv(jax.jit(jax.hessian(u))(mode))) * 2.38 / np.sqrt(3)
+
+    def step(state, key):
+        x, ux = state
+        k1, k2 = jax.random.split(key)
+        y = x + chol @ jax.random.normal(k1, x.shape)
+        uy = u(y)
+        accept = jnp.log(jax.random.uniform(k2)) < ux - uy
+        x, ux = jnp.where(accept, y, x), jnp.where(accept, uy, ux)
+        return (x, ux), x
+
+    def chain(key):
+        k0, k1 = jax.random.split(key)
+        x0 = mode + chol @ jax.random.normal(k0, mode.shape)
+        _, xs = jax.lax.scan(step, (x0, u(x0)), jax.random.split(k1, steps))
+        return xs[steps // 5 :: thin]
+
+    return np.asarray(jax.jit(jax.vmap(chain))(jax.random.split(jax.random.key(3), chains)))
+
+
+def test_logistic_regression_exact_run_passes_and_wrong_runs_fail():
+    potential = _logistic()
+    assert coordinate_names(potential) == ["b", "w[0]", "w[1]"]
+    draws = _metropolis(potential)
+    flat = draws.reshape(-1, 3)
+    mean, sd = flat.mean(0), flat.std(0)
+    exact = self_check(draws, potential)
+    assert exact.passed, exact.warning
+    assert np.all(np.abs(exact.mean_err) < 0.1) and np.all(np.abs(exact.sd_ratio - 1) < 0.1)
+    for shift, scale, check in [
+        (0.25, 1.0, "stein_mean"),
+        (0.0, 0.7, "stein_sd"),
+        (0.0, 1.3, "stein_sd"),
+    ]:
+        wrong = mean + scale * (draws - mean) + shift * sd * np.array([0.0, 0.0, 1.0])
+        result = self_check(wrong, potential)
+        assert check in result.failures, (shift, scale, result.warning)
+
+
+def test_frozen_chain_is_flagged():
+    draws = EXACT.copy()
+    draws[1] = draws[1, 0]  # every step of chain 1 reverted
+    result = self_check(draws, GAUSS)
+    assert result.frozen_chains == (1,) and "frozen" in result.failures
+    assert "chain 1 frozen" in result.warning and "a smaller step" in result.warning
+
+
+def test_diverged_and_nonfinite_chains_are_flagged():
+    draws = np.concatenate([EXACT, EXACT[:1]])
+    draws[1] = MU + (EXACT[1] - MU) * np.logspace(0, 40, 2000)[:, None]  # runs off
+    draws[2, 1500:] = np.nan
+    result = self_check(draws, GAUSS)
+    assert result.diverged_chains == (1, 2) and result.nonfinite_draws == 500
+    assert "chains 1, 2 diverged" in result.warning and "500 non-finite draws" in result.warning
+    assert result.stein_draws > 0  # the Stein check still runs on the healthy chain
+
+
+def test_rhat_flags_disagreeing_chains_and_one_drifting_chain():
+    apart = EXACT.copy()
+    apart[1] += 1.0 * SD
+    result = self_check(apart, GAUSS)
+    assert "rhat" in result.failures and "R-hat" in result.warning
+    drift = EXACT[:1] + np.linspace(-1, 1, 2000)[None, :, None] * SD  # one chain: split R-hat
+    assert "rhat" in self_check(drift, GAUSS).failures
+    assert self_check(EXACT[:1], GAUSS).passed
+
+
+def test_step_counts_and_nonfinite_potential_are_reported():
+    result = self_check(EXACT, GAUSS, counts={"reverted": np.array([0, 3]), "rejected": [12, 0]})
+    assert result.counts == {"reverted": 3, "rejected": 12}
+    assert "3 steps reverted" in result.warning and "12 steps rejected" in result.warning
+    assert result.to_attrs()["self_check_steps_rejected"] == 12
+
+    def terms(x, idx):  # zero density beyond x[0] > 1
+        return jnp.where(x[0] > 1.0, jnp.inf, 0.5 * x @ x), jnp.zeros(idx.shape)
+
+    potential = build_potential(terms, dim=2, N=4, n=4, init_position=jnp.zeros(2))
+    draws = RNG.normal(size=(2, 500, 2))
+    bad = self_check(draws, potential)
+    assert "nonfinite" in bad.failures and "non-finite potential at" in bad.warning
+    assert bad.stein_whitening.startswith("skipped")
+
+
+def test_passed_check_does_not_warn_and_jit_is_cached():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warn(self_check(EXACT, GAUSS))
+    assert sc._scores_fn(GAUSS) is sc._scores_fn(GAUSS)
+    with pytest.raises(ValueError, match="draws must have shape"):
+        self_check(EXACT[..., :2], GAUSS)
+
+
+def test_dense_whitening_sharpens_the_check_on_a_correlated_posterior():
+    """Why S is the draws' dense covariance: with a diagonal S the Stein terms of a correlated
+    posterior keep their cross-coordinate noise (MCSE ~0.1 sd); dense S removes it (~0)."""
+    dense = self_check(EXACT, GAUSS, rng_key=jax.random.key(1))
+    diag = self_check(EXACT, GAUSS, whiten="diag", rng_key=jax.random.key(1))
+    assert dense.passed and diag.passed and diag.stein_whitening == "diag"
+    assert np.max(dense.mean_mcse) < 0.01 < 0.05 < np.max(diag.mean_mcse)
+    shifted = self_check(EXACT + 0.25 * SD * np.eye(D)[1], GAUSS, whiten="diag")
+    assert "stein_mean" in shifted.failures  # still caught (diag over-reads correlated shifts)
