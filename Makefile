@@ -10,7 +10,7 @@ FIND_PYTHON := for c in python3.13 python3.12 python3; do \
 	  if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' >/dev/null 2>&1; then \
 	    echo $$c; break; fi; done
 
-.PHONY: venv demo test test-fast lint bench clean
+.PHONY: venv demo test test-fast lint docs bench clean
 
 $(STAMP): pyproject.toml
 	@base=$$($(FIND_PYTHON)); \
@@ -37,5 +37,11 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check pplsamplers tests models benchmarks
 	$(VENV)/bin/ruff format --check pplsamplers tests models benchmarks
 
+# The docs site (Sphinx + myst-nb + numpydoc, docs/) into docs/_build/html; warnings are errors.
+# The tutorials are rendered as stored, not executed (make test executes them).
+docs: $(STAMP)
+	$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
+	@echo "docs: open docs/_build/html/index.html"
+
 clean:
-	rm -rf $(VENV) demo.nc demo_trace.png .pytest_cache
+	rm -rf $(VENV) demo.nc demo_trace.png .pytest_cache docs/_build docs/api/generated docs/_gallery_thumbs

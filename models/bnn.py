@@ -56,7 +56,12 @@ def load_data(
     >>> X.shape, int(y.max()), kwargs
     ((1348, 64), 9, {'hidden': 16})
     """
-    from sklearn.datasets import load_digits
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError as error:  # scikit-learn is an optional extra
+        raise ImportError(
+            'models/bnn.py needs scikit-learn: pip install "pplsamplers[datasets]"'
+        ) from error
 
     if split not in ("train", "test"):
         raise ValueError(f"split must be 'train' or 'test'; got {split!r}.")

@@ -1,79 +1,16 @@
 """Bayesian logistic regression: the synthetic data of the SBPS paper (§7.1) and breast cancer.
 
-Model: w ~ N(0, prior_scale² I_d), y_i ~ Bernoulli(sigmoid(x_i·w)), with a data plate that
-pplsamplers subsamples.
-
-SBPS paper §7.1 generator: covariates x_i ~ N(0, diag(s)) with s_j ~ U(1, 1.5)... here made
-exact below; weights w_true ~ N(0, I); labels y_i ~ Bernoulli(sigmoid(x_i·w_true)).
-No analytic posterior exists; tests use a NumPyro NUTS reference (tests/data/).
+The model ships with the package as :mod:`pplsamplers.datasets.logistic_regression` (it is the
+model of ``pplsamplers demo``); this example file re-exports it so that
+``pplsamplers fit models/logistic_regression.py`` and ``from models import logistic_regression``
+keep working.
 """
 
-from __future__ import annotations
+from pplsamplers.datasets.logistic_regression import (
+    hand_written_terms,
+    load_data,
+    model,
+    true_weights,
+)
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-import numpyro
-import numpyro.distributions as dist
-
-
-def model(X, y=None, prior_scale: float = 1.0, subsample_size: int | None = None):
-    """Logistic regression with a standard-normal (``prior_scale``) prior on the weights."""
-    d = X.shape[1]
-    w = numpyro.sample("w", dist.Normal(0.0, prior_scale).expand([d]).to_event(1))
-    with numpyro.plate("data", X.shape[0], subsample_size=subsample_size) as idx:
-        numpyro.sample("y", dist.Bernoulli(logits=X[idx] @ w), obs=None if y is None else y[idx])
-
-
-def load_data(
-    N: int = 1000,
-    d: int = 20,
-    seed: int = 0,
-    ill_conditioned: bool = False,
-    dataset: str = "synthetic",
-) -> tuple[tuple, dict]:
-    """Return ``(model_args, model_kwargs)``.
-
-    ``dataset="synthetic"`` follows the SBPS paper §7.1: x_ij ~ N(0, 1) (covariate 0 has
-    variance 6 when ``ill_conditioned``, the paper's pSBPS design), w_true ~ N(0, I_d),
-    y_i ~ Bernoulli(sigmoid(x_i·w_true)).  ``dataset="breast_cancer"`` is sklearn's bundled
-    data set (N = 569, d = 30 standardised covariates plus an intercept column).
-    """
-    if dataset == "breast_cancer":
-        from sklearn.datasets import load_breast_cancer
-
-        data = load_breast_cancer()
-        X = (data.data - data.data.mean(0)) / data.data.std(0)
-        X = np.concatenate([np.ones((X.shape[0], 1)), X], axis=1)
-        return (jnp.asarray(X), jnp.asarray(data.target, dtype=jnp.float32)), {}
-    if dataset != "synthetic":
-        raise ValueError(f"dataset must be 'synthetic' or 'breast_cancer'; got {dataset!r}.")
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((N, d))
-    if ill_conditioned:
-        X[:, 0] *= np.sqrt(6.0)
-    w_true = rng.standard_normal(d)
-    p = 1.0 / (1.0 + np.exp(-(X @ w_true)))
-    y = (rng.uniform(size=N) < p).astype(np.float32)
-    return (jnp.asarray(X, dtype=jnp.float32), jnp.asarray(y)), {}
-
-
-def true_weights(d: int = 20, seed: int = 0, N: int = 1000) -> np.ndarray:
-    """The w_true used by :func:`load_data` (same ``seed``, same draws order)."""
-    rng = np.random.default_rng(seed)
-    rng.standard_normal((N, d))
-    return rng.standard_normal(d)
-
-
-def hand_written_terms(X: jax.Array, y: jax.Array, prior_scale: float = 1.0):
-    """The same potential written by hand in JAX: ``(x, idx) -> (prior, per-datum NLL)``."""
-
-    def terms(w, idx):
-        logits = X[idx] @ w
-        per_datum = jnp.logaddexp(0.0, logits) - y[idx] * logits
-        prior = 0.5 * jnp.sum(w**2) / prior_scale**2 + 0.5 * w.shape[0] * jnp.log(
-            2 * jnp.pi * prior_scale**2
-        )
-        return prior, per_datum
-
-    return terms
+__all__ = ["hand_written_terms", "load_data", "model", "true_weights"]

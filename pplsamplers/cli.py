@@ -2,7 +2,9 @@
 
 Both run NumPyro's MCMC driver with a pplsamplers kernel, print the ArviZ summary with
 ESS per second and per epoch, and write a trace plot (PNG) and the ArviZ DataTree (netCDF).
-Errors reach the user as one line (``--debug`` shows the traceback).
+The pointwise log-likelihood (one value per datum and draw, which is most of the file at large
+N) is written only with ``--log-likelihood``.  Errors reach the user as one line (``--debug``,
+before or after the command, shows the traceback).
 """
 
 from __future__ import annotations
@@ -17,23 +19,30 @@ from pathlib import Path
 from typing import Any
 
 DEMO_N, DEMO_D, DEMO_SUBSAMPLE = 100_000, 20, 1000
-BUILTIN_MODELS = Path(__file__).resolve().parent.parent / "models"
+SMALL_DEMO = {"N": 2000, "d": 3, "num_samples": 100, "num_warmup": 100, "num_chains": 2}
+"""``pplsamplers demo --small``: a run of a few seconds (after compilation) that checks an install."""
 CONTROL_VARIATE_SAMPLERS = {"sgld", "psgld"}
 """Kernels the demo runs with control variates unless told otherwise (AutoSampler decides)."""
 DEMO_THINNING = {"sgld": 5, "psgld": 5}
 
 
 def _load_model_file(path: str) -> Any:
+    """Import a model file; modules next to it (``import helpers``) and its folder as a package
+    (``from models import y`` for ``models/x.py``) are importable while it loads."""
     file = Path(path)
     if not file.is_file():
         raise FileNotFoundError(f"model file {path!r} does not exist.")
     spec = importlib.util.spec_from_file_location(f"pplsamplers_user_model_{file.stem}", file)
     module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(file.resolve().parent.parent))
+    folder = file.resolve().parent
+    added = [str(folder), str(folder.parent)]
+    sys.path[:0] = added
     try:
         spec.loader.exec_module(module)
     finally:
-        sys.path.pop(0)
+        for entry in added:
+            if entry in sys.path:
+                sys.path.remove(entry)
     for name in ("model", "load_data"):
         if not callable(getattr(module, name, None)):
             raise ValueError(
@@ -79,10 +88,13 @@ def run_job(
     control_variate: bool = False,
     thinning: int = 1,
     progress_bar: bool = True,
+    log_likelihood: bool = False,
     print_fn: Callable[[str], None] = print,
 ) -> Any:
     """Run MCMC for ``model``, print the summary, write ``<name>_trace.png`` and ``<name>.nc``.
 
+    ``log_likelihood=True`` adds the full-data pointwise log-likelihood group (N values per
+    draw, for ``az.loo``); it is left out by default because it dominates the file at large N.
     Returns the ArviZ DataTree.
     """
     import arviz as az
@@ -90,8 +102,8 @@ def run_job(
     from numpyro.infer import MCMC
 
     from pplsamplers.diagnostics import epochs, min_ess
-    from pplsamplers.infer.auto import to_arviz
-    from pplsamplers.samplers import make_kernel
+    from pplsamplers.diagnostics.output import to_arviz
+    from pplsamplers.registry import make_kernel
 
     for arg, value in (("num_samples", num_samples), ("num_chains", num_chains)):
         if value < 1:
@@ -103,10 +115,15 @@ def run_job(
     options = dict(subsample_size=subsample_size, step_size=step_size)
     if control_variate:
         options["control_variate"] = True
-    kernel = make_kernel(sampler, model, **options)
+    if sampler == "auto":  # AutoSampler sits above the registry (it chooses among its kernels)
+        from pplsamplers.select import AutoSampler
+
+        kernel = AutoSampler(model, **{k: v for k, v in options.items() if v is not None})
+    else:
+        kernel = make_kernel(sampler, model, **options)
     if sampler == "auto":  # decide before sampling, and say why
         decision = kernel.decide(model_args, model_kwargs)
-        print_fn(decision.explain(print_it=False) + "\n")
+        print_fn(decision.explain() + "\n")
     # NumPyro counts thinned-out draws in num_samples: run num_samples * thinning steps
     mcmc = MCMC(
         kernel,
@@ -125,7 +142,7 @@ def run_job(
     mcmc.run(jax.random.key(seed), *model_args, extra_fields=extra_fields, **model_kwargs)
     jax.block_until_ready(mcmc.get_samples())
     seconds = time.perf_counter() - start
-    idata = to_arviz(mcmc)
+    idata = to_arviz(mcmc, log_likelihood=log_likelihood)
     idata.attrs["pplsamplers_sampler"] = sampler
     idata.attrs["pplsamplers_wall_seconds"] = seconds
 
@@ -152,8 +169,17 @@ def run_job(
     png, nc = out / f"{name}_trace.png", out / f"{name}.nc"
     az.plot_trace_dist(idata, compact=True).savefig(png)  # trace + marginal, one row a site
     idata.to_netcdf(nc)
-    print_fn(f"wrote {png} and {nc}")
+    print_fn(f"wrote {png} and {nc} ({_file_size(nc)})")
     return idata
+
+
+def _file_size(path: Path) -> str:
+    size = float(path.stat().st_size)
+    for unit in ("B", "kB", "MB", "GB"):
+        if size < 1000 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _data_size(kernel: Any, model: Callable, model_args: tuple, model_kwargs: dict) -> int | None:
@@ -183,7 +209,7 @@ def _build_parser() -> argparse.ArgumentParser:
         sub.add_argument(
             "--sampler",
             default=DEFAULT_SAMPLER,
-            choices=sorted(SAMPLERS),
+            choices=sorted({*SAMPLERS, "auto"}),
             type=str.lower,
             help=f"kernel (default: {DEFAULT_SAMPLER})",
         )
@@ -217,11 +243,26 @@ def _build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--seed", type=int, default=0)
         sub.add_argument("--out", default=".", help="output directory (default: .)")
         sub.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+        sub.add_argument(
+            "--log-likelihood",
+            action="store_true",
+            help="also write the full-data pointwise log-likelihood (N values per draw; large)",
+        )
+        # accepted after the command too; SUPPRESS keeps a --debug given before it
+        sub.add_argument(
+            "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks"
+        )
 
     demo = commands.add_parser("demo", help=f"logistic regression, N={DEMO_N:,}, d={DEMO_D}")
     common(demo, samples=1000, warmup=1000)
     demo.add_argument("--N", type=int, default=DEMO_N, help="number of data")
     demo.add_argument("--d", type=int, default=DEMO_D, help="number of covariates")
+    demo.add_argument(
+        "--small",
+        action="store_true",
+        help="a quick check of an install: N=2000, d=3, 2 chains x 100 draws "
+        "(explicit --N, --d, --num-* options still win)",
+    )
 
     fit = commands.add_parser("fit", help="fit the model defined in a Python file")
     fit.add_argument("model_file", help="file defining model(...) and load_data(...)")
@@ -239,10 +280,17 @@ def _build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``pplsamplers`` command."""
     parser = _build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     try:
         if args.command == "demo":
-            demo_model = _load_model_file(str(BUILTIN_MODELS / "logistic_regression.py"))
+            from pplsamplers.datasets import logistic_regression as demo_model
+
+            if args.small:  # only the options the user did not give
+                for key, value in SMALL_DEMO.items():
+                    flag = "--" + key.replace("_", "-")
+                    if not any(a == flag or a.startswith(flag + "=") for a in argv):
+                        setattr(args, key, value)
             model_args, model_kwargs = demo_model.load_data(N=args.N, d=args.d, seed=args.seed)
             model, name = demo_model.model, "demo"
             subsample = args.subsample_size
@@ -273,6 +321,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             control_variate=bool(args.control_variate),
             thinning=args.thinning or 1,
             progress_bar=not args.no_progress and sys.stderr.isatty(),
+            log_likelihood=args.log_likelihood,
         )
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -13,9 +13,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def small_demo_options(out_dir) -> list[str]:
-    """A demo small enough for a unit test: N = 2000, d = 3, 2 chains × 100 draws."""
-    return ["--N", "2000", "--d", "3", "--num-samples", "100", "--num-warmup", "100",
-            "--num-chains", "2", "--out", str(out_dir), "--no-progress"]  # fmt: skip
+    """``--small``: N = 2000, d = 3, 2 chains × 100 draws."""
+    return ["--small", "--out", str(out_dir), "--no-progress"]
 
 
 def test_demo_small_defaults_to_auto_and_explains(tmp_path, capsys):
@@ -30,6 +29,8 @@ def test_demo_small_defaults_to_auto_and_explains(tmp_path, capsys):
     assert idata.posterior["w"].shape == (2, 100, 3)
     assert idata.attrs["pplsamplers_auto_kernel"] == "nuts"
     assert "n_steps" in idata.sample_stats
+    assert "log_likelihood" not in idata.children  # only with --log-likelihood
+    assert "demo.nc (" in out and "kB)" in out  # the file size is printed
 
 
 def test_demo_with_sgld_control_variate(tmp_path, capsys):
@@ -70,6 +71,54 @@ def test_fit_model_file_with_data_options(tmp_path, capsys):
     assert "theta[0]" in capsys.readouterr().out
     assert (tmp_path / "linear_gaussian.nc").exists()
     assert (tmp_path / "linear_gaussian_trace.png").exists()
+
+
+def test_log_likelihood_is_written_only_on_request(tmp_path, capsys):
+    """Issue 17 part 3: the full-N pointwise log-likelihood made a 320 MB file; now opt-in."""
+    argv = ["fit", str(ROOT / "models" / "logistic_regression.py"), "--sampler", "sgld",
+            "--num-samples", "20", "--num-warmup", "20", "--num-chains", "1",
+            "--subsample-size", "20", "--data", "N=300", "d=2", "--no-progress"]  # fmt: skip
+    assert main([*argv, "--out", str(tmp_path / "without")]) == 0
+    assert main([*argv, "--out", str(tmp_path / "with"), "--log-likelihood"]) == 0
+    out = capsys.readouterr().out
+    assert "logistic_regression.nc (" in out
+    without = az.from_netcdf(tmp_path / "without" / "logistic_regression.nc")
+    assert "log_likelihood" not in without.children
+    with_ll = az.from_netcdf(tmp_path / "with" / "logistic_regression.nc")
+    assert with_ll.log_likelihood["y"].shape == (1, 20, 300)  # every datum, not a minibatch
+    big = (tmp_path / "with" / "logistic_regression.nc").stat().st_size
+    assert big > (tmp_path / "without" / "logistic_regression.nc").stat().st_size
+
+
+def test_model_file_may_import_a_module_next_to_it(tmp_path, capsys):
+    """Issue 18 item 6: the loader put the file's parent's parent on sys.path."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "my_helpers.py").write_text("SCALE = 2.0\n")
+    (folder / "m.py").write_text(
+        "import numpyro, numpyro.distributions as dist, jax.numpy as jnp\n"
+        "from my_helpers import SCALE\n"
+        "def model(y=None):\n"
+        "    mu = numpyro.sample('mu', dist.Normal(0.0, SCALE))\n"
+        "    with numpyro.plate('data', 20):\n"
+        "        numpyro.sample('y', dist.Normal(mu, 1.0), obs=y)\n"
+        "def load_data():\n"
+        "    return (), {'y': jnp.linspace(-1.0, 1.0, 20)}\n"
+    )
+    argv = ["fit", str(folder / "m.py"), "--sampler", "nuts", "--num-samples", "10",
+            "--num-warmup", "10", "--num-chains", "1", "--out", str(tmp_path), "--no-progress"]  # fmt: skip
+    assert main(argv) == 0, capsys.readouterr().err
+    assert "mu" in capsys.readouterr().out
+    assert str(folder) not in sys.path  # the loader cleans up after itself
+
+
+def test_debug_is_accepted_after_the_command(capsys):
+    """Issue 18 item 6: ``pplsamplers fit m.py --debug`` was rejected by argparse."""
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        main(["fit", "no/such/file.py", "--debug"])
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        main(["--debug", "fit", "no/such/file.py"])
+    assert main(["fit", "no/such/file.py"]) == 2  # without it: one line, no traceback
 
 
 def test_fit_with_nuts_uses_full_data(tmp_path, capsys):

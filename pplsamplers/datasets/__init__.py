@@ -1,0 +1,16 @@
+"""Data sets and models shipped with the package (what ``pplsamplers demo`` runs).
+
+The repository's ``models/`` folder holds more example models; the ones the command line needs
+live here so that the wheel installs a single top-level package, ``pplsamplers``.
+
+Examples
+--------
+>>> from pplsamplers.datasets import logistic_regression
+>>> (X, y), kwargs = logistic_regression.load_data(N=100, d=3)
+>>> X.shape, y.shape
+((100, 3), (100,))
+"""
+
+from pplsamplers.datasets import logistic_regression
+
+__all__ = ["logistic_regression"]
