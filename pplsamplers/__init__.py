@@ -8,7 +8,7 @@ from pplsamplers.diagnostics import (
     min_ess,
     stein_u_statistic,
 )
-from pplsamplers.diagnostics.output import to_arviz
+from pplsamplers.diagnostics.output import check_run, to_arviz
 from pplsamplers.infer import (
     BPS,
     CSGLD,
@@ -70,6 +70,7 @@ __all__ = [
     "accuracy",
     "all_data_model",
     "build_potential",
+    "check_run",
     "ess_per_epoch",
     "find_map",
     "full_data_scores",

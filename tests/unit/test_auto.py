@@ -63,17 +63,17 @@ def test_default_subsample_size_and_bad_strategy():
 
 
 def test_pilot_candidate_that_fails_loses_and_is_explained(monkeypatch):
-    import pplsamplers.samplers as samplers
+    import pplsamplers.select.pilot as pilot
 
     (X, y), _ = logistic_regression.load_data(N=6000, d=3, seed=2)
-    real = samplers.make_kernel
+    real = pilot.make_kernel
 
     def flaky(name, model, **options):
         if name == "psgld":
             raise ValueError("reference covariance is not positive definite")
         return real(name, model, **options)
 
-    monkeypatch.setattr(samplers, "make_kernel", flaky)
+    monkeypatch.setattr(pilot, "make_kernel", flaky)
     sampler = AutoSampler(
         logistic_regression.model,
         strategy="pilot",
