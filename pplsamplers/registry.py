@@ -94,7 +94,7 @@ _SPECS = (
     SamplerSpec("hamcmc", HAMCMC, True, ("step_size",), False),
     SamplerSpec("psbps", PSBPS, True, ("sample_interval", "refresh_rate", "preconditioner"), True),
     SamplerSpec("sbps", SBPS, True, ("sample_interval", "refresh_rate"), True),
-    SamplerSpec("sgbd", SGBD, False, ("step_size",), False),
+    SamplerSpec("sgbd", SGBD, True, ("step_size",), False),
     SamplerSpec(
         "sigmabps",
         SigmaBPS,

@@ -27,6 +27,7 @@ from numpyro.infer import init_to_uniform
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
+from pplsamplers.cache import enable_compilation_cache
 from pplsamplers.infer.spec import KernelSpec, WarmupWindow
 from pplsamplers.infer.warmup import (
     Prepared,
@@ -179,6 +180,7 @@ class SubsampledKernel(MCMCKernel):
         model_args: tuple,
         model_kwargs: dict,
     ) -> SamplerState:
+        enable_compilation_cache()  # persistent, per user; PPLSAMPLERS_NO_COMPILATION_CACHE=1
         prepared = self._prepare(model_args, model_kwargs or {})
         sample_one = self.make_step(prepared, int(num_warmup))
         if is_prng_key(rng_key):

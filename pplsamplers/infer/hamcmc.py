@@ -43,7 +43,7 @@ def spd_matrix(name: str, value: Any) -> np.ndarray:
 class HAMCMCConfig:
     """HAMCMC's options, validated once."""
 
-    step_size: float = 1e-2
+    step_size: float = 0.1
     memory_size: int = 2
     damping: float = 1.0
     initial_scale: float = 1.0
@@ -190,7 +190,7 @@ class HAMCMC(SubsampledKernel):
     def __init__(
         self,
         model: Callable | None = None,
-        step_size: float = 1e-2,
+        step_size: float = 0.1,
         *,
         memory_size: int = 2,
         damping: float = 1.0,

@@ -13,21 +13,28 @@ from pplsamplers import validation
 from pplsamplers.infer.adapter import SubsampledKernel
 from pplsamplers.infer.spec import KernelSpec, WarmupWindow
 from pplsamplers.kernels import csgld, sgbd
-from pplsamplers.potential import SubsampledPotential
+from pplsamplers.potential import SubsampledPotential, posterior_scale
 from pplsamplers.types import Array, PRNGKey
+
+AUTO_SIGMA = 0.5
+"""``step_size="auto"``: σ_j = 0.5 Laplace sds of coordinate j (0.5 on the adapter's whitened
+potential).  Measured on the raw-scale regression of the robustness suite (N = 10⁵, control
+variates, whitened): mean errors ≤ 0.1 sd and sd ratios within 5%; larger σ mixes faster and
+biases more (SGBD has no accept step)."""
 
 
 @dataclass(frozen=True, eq=False)
 class SGBDConfig:
     """SGBD's options, validated once (σ's length is checked against the model at ``init``)."""
 
-    step_size: float | Array = 1e-2
+    step_size: float | Array | str = "auto"
     variant: str = "corrected"
     noise_decay: float = 0.9
     adapt_step_size: bool = False
 
     def __post_init__(self) -> None:
-        validation.positive_array("step_size", self.step_size)
+        if not (isinstance(self.step_size, str) and self.step_size == "auto"):
+            validation.positive_array("step_size", self.step_size)
         validation.one_of("variant", self.variant, sgbd.VARIANTS)
         validation.in_interval("noise_decay", self.noise_decay, 0.0, 1.0)
 
@@ -48,7 +55,11 @@ def sgbd_spec(config: SGBDConfig) -> KernelSpec:
     """The :class:`KernelSpec` of SGBD; with ``adapt_step_size`` its warmup sets σ (§4.2)."""
 
     def default_params(rng_key: PRNGKey, potential: SubsampledPotential) -> sgbd.SGBDParams:
-        sigma = validation.positive_array("step_size", config.step_size, potential.dim)
+        if isinstance(config.step_size, str):  # "auto": half the Laplace sd per coordinate
+            at = potential.anchor if potential.anchor is not None else potential.init_position
+            sigma = AUTO_SIGMA * posterior_scale(potential, at, "diag")[0]
+        else:
+            sigma = validation.positive_array("step_size", config.step_size, potential.dim)
         return sgbd.make_params(sigma, potential.dim, potential.init_position.dtype)
 
     def warmup(
@@ -116,7 +127,9 @@ class SGBD(SubsampledKernel):
         A NumPyro model with a data plate.
     step_size
         σ > 0: a scalar or one value per unconstrained coordinate (scale heterogeneity,
-        §5.1.1).  With ``adapt_step_size`` it is only the starting value.
+        §5.1.1), in the sampler's coordinates (whitened by default, where the posterior has
+        unit scale); ``"auto"`` (default): :data:`AUTO_SIGMA` Laplace sds per coordinate.
+        With ``adapt_step_size`` it is only the starting value.
     variant
         ``"corrected"`` (default, Alg. 3: de-biases the flip probability for the gradient
         noise, extreme rule past the breaking point τ̂|z| ≥ 1.702), ``"vanilla"`` (Alg. 2) or
@@ -132,9 +145,10 @@ class SGBD(SubsampledKernel):
         stays valid: with ``control_variate`` the noise, hence τ̂, is much smaller and σ grows
         past the posterior scale, so prefer a fixed σ there.
     control_variate
-        ``False`` by default: SGBD's noise correction and step rule are calibrated for plain
-        minibatches (the registry marks SGBD ``supports_control_variate=False``); ``True``,
-        ``"auto"`` or an anchor as for every sampler.
+        ``"auto"`` (default) as for every sampler.  At large N a plain minibatch gradient
+        is far too noisy in posterior units (its sd grows as √(N/n)) for any fixed σ, so the
+        adapter's control variate is what makes SGBD usable there; with ``adapt_step_size``
+        prefer ``False`` (the §4.2 rule is calibrated for plain minibatches).
     **options
         The options of every sampler: ``subsample_size``, ``data_plate``, ``potential``,
         ``precondition``, ``init_strategy``
@@ -158,12 +172,12 @@ class SGBD(SubsampledKernel):
     def __init__(
         self,
         model: Callable | None = None,
-        step_size: float | Array = 1e-2,
+        step_size: float | Array | str = "auto",
         *,
         variant: str = "corrected",
         noise_decay: float = 0.9,
         adapt_step_size: bool = False,
-        control_variate: bool | str | Array = False,
+        control_variate: bool | str | Array = "auto",
         **options: Any,
     ) -> None:
         self.config = SGBDConfig(step_size, variant, noise_decay, bool(adapt_step_size))

@@ -27,6 +27,7 @@ why, is in :attr:`Prepared.notes`.
 from __future__ import annotations
 
 import warnings
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -222,10 +223,60 @@ def _control_variate(
     return mode
 
 
+_PREPARED: OrderedDict = OrderedDict()
+CACHE_SIZE = 4
+"""Set-ups kept for reuse: every sampler built on the same model, data and shared options
+(AutoSampler's candidates, a benchmark's rows) reuses the mode, curvature, mode probe and
+compiled full-data passes instead of redoing them.  Entries hold the data alive, so few."""
+
+
+def _cache_key(options: SamplerOptions, model_args: tuple, model_kwargs: dict) -> tuple | None:
+    """Identity of the inputs (the data arrays by object identity), or ``None``: uncacheable."""
+    leaves = jax.tree.leaves((model_args, model_kwargs))
+    if any(isinstance(leaf, jax.core.Tracer) for leaf in leaves):
+        return None
+    structure = jax.tree.structure((model_args, model_kwargs))
+    choice, precondition = options.control_variate, options.precondition
+    if not isinstance(choice, bool | str | None) or not isinstance(precondition, str | None):
+        return None  # arrays: cheap to key by identity, but rare; do not cache
+    return (
+        id(options.model),
+        id(options.potential),
+        options.subsample_size,
+        options.data_plate,
+        choice,
+        precondition,
+        id(options.init_strategy),
+        str(structure),
+        tuple(id(leaf) for leaf in leaves),
+    )
+
+
 def prepare(
     options: SamplerOptions, spec: KernelSpec, model_args: tuple, model_kwargs: dict
 ) -> Prepared:
-    """Build the kernel's potential and starting params for one data set (module docstring)."""
+    """The kernel's potential and starting params for one data set (module docstring).
+
+    The set-up is cached (:data:`CACHE_SIZE` entries) by the identity of the model, the data
+    arrays and the shared options; only the sampler's own ``default_params`` run again.
+    """
+    key = _cache_key(options, model_args, model_kwargs)
+    if key is not None and key in _PREPARED:
+        _PREPARED.move_to_end(key)
+        shared, keep_alive = _PREPARED[key]
+    else:
+        shared = _prepare_shared(options, model_args, model_kwargs)
+        if key is not None:
+            # the entry keeps the keyed objects alive, so their ids cannot be reused
+            _PREPARED[key] = (shared, (options.model, options.potential, model_args, model_kwargs))
+            while len(_PREPARED) > CACHE_SIZE:
+                _PREPARED.popitem(last=False)
+    params = spec.default_params(jax.random.PRNGKey(PREPARE_SEED + 3), shared.potential)
+    return shared._replace(params=params)
+
+
+def _prepare_shared(options: SamplerOptions, model_args: tuple, model_kwargs: dict) -> Prepared:
+    """Everything of :func:`prepare` but the sampler's params (which are ``None`` here)."""
     base, n, view = _base(options, model_args, model_kwargs)
     notes: dict[str, str] = {}
     dtype = base.init_position.dtype
@@ -276,7 +327,7 @@ def prepare(
     if anchor is not None:
         batched = with_control_variate(batched, anchor)
     potential = with_preconditioner(batched, center, factor)
-    params = spec.default_params(jax.random.PRNGKey(PREPARE_SEED + 3), potential)
+    params = None  # the sampler's own, set by prepare
     if view is None:
         return Prepared(
             potential,

@@ -29,7 +29,7 @@ def count_modes(
     x_map: Array,
     curvature_diagonal: Array,
     num_starts: int = MODE_STARTS,
-    map_steps: int = 300,
+    map_steps: int = 100,
 ) -> int:
     """``ModelFeatures.mode_count``: the MAP plus the distinct separated optima reached by
     ``num_starts`` MAP fits from the model's random initial points (one vmapped fit).
@@ -59,9 +59,9 @@ def count_modes(
 
     @jax.jit
     def separated(keys: Array, starts: Array) -> tuple[Array, Array]:
-        optima = jax.vmap(lambda k, x0: find_map(k, potential, x0, num_steps=map_steps).position)(
-            keys, starts
-        )
+        optima = jax.vmap(
+            lambda k, x0: find_map(k, potential, x0, num_steps=0, polish_steps=map_steps).position
+        )(keys, starts)
         value = lambda x: potential.full_value_and_grad(x)[0]
         u_map = value(x_map)
         fractions = jnp.linspace(0.0, 1.0, 9)[1:-1]

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from numpyro.infer.mcmc import MCMCKernel
 
+from pplsamplers.cache import enable_compilation_cache
 from pplsamplers.potential import discrete_latent_sites, model_info
 from pplsamplers.registry import SAMPLERS, make_kernel
 from pplsamplers.select.competence import rank_candidates
@@ -134,6 +135,7 @@ class AutoSampler(MCMCKernel):
         )
         if self.decision is not None and self._decided_for == signature:
             return self.decision
+        enable_compilation_cache()
         subsample = self.overrides.get("subsample_size")
         data_plate = self.overrides.get("data_plate")
         probe_size = subsample  # the features' noise probes need a minibatch size

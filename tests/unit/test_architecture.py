@@ -13,6 +13,7 @@ MAX_LINES = 460
 LAYERS = {  # a module may import only from its own layer or lower ones
     "types": 0,
     "validation": 0,
+    "cache": 0,
     "potential": 1,
     "pdmp": 2,
     "kernels": 3,
@@ -22,6 +23,7 @@ LAYERS = {  # a module may import only from its own layer or lower ones
     "samplers": 6,
     "select": 6,
     "datasets": 6,
+    "checkpoint": 6,
     "cli": 7,
     "__init__": 8,
 }
