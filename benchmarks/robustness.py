@@ -1,0 +1,114 @@
+"""The robustness table of issue 14 (item 6): every sampler with its defaults on raw-scale models.
+
+Rows are samplers (every registered one but NUTS, plus AutoSampler), columns the models of
+``tests/robustness`` (``models/robust_*.py``).  Each cell runs
+``MCMC(make_kernel(name, model), num_chains=2, chain_method="vectorized")`` with DEFAULT options
+and prints ``max |Δmean|/sd_ref, max |sd ratio − 1|, wall seconds, self-check verdict``; a
+cell is ``ok`` within the suite's tolerance (0.25 and 0.30), ``MISS`` outside it.  The
+self-check verdict is ``warn`` when a :class:`pplsamplers.diagnostics.SelfCheckWarning` was
+raised, ``quiet`` otherwise, so ``MISS quiet`` is a silent wrong answer.
+
+    .venv/bin/python benchmarks/robustness.py                       # the suite's sizes
+    .venv/bin/python benchmarks/robustness.py --samplers sbps sgld --models linear
+    .venv/bin/python benchmarks/robustness.py --warmup 1000 --draws 2000
+    .venv/bin/python benchmarks/robustness.py --N 20000 --models logistic   # NUTS reference rerun
+
+References: the exact posterior for ``linear`` (at any N); the stored NUTS runs of
+``tests/data/robust_*_nuts.json`` for the others at their stored N.  With ``--N`` the NUTS
+reference of those models is recomputed on the spot (``tests/data/make_references.py``'s
+``compute_sites``, a few minutes each).
+
+Examples
+--------
+>>> from tests.robustness.common import Cell
+>>> format_cell(Cell("sgld", "linear", seconds=3.0, error="ValueError: bad"))
+'ERROR ValueError, 3s'
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+
+jax.config.update("jax_enable_x64", True)
+
+ROOT = Path(__file__).resolve().parents[1]
+for path in (ROOT, ROOT / "tests" / "data"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+from tests.robustness.common import MODELS, Cell, load, run_cell, sampler_names  # noqa: E402
+
+
+def reference_at(model: str, size: int | None) -> dict | None:
+    """The reference for ``model`` at data size ``size`` (``None``: the suite's own)."""
+    if size is None:
+        return None  # run_cell uses the suite's reference
+    if model == "linear":
+        from models import robust_linear
+
+        _, args, kwargs = load(model, size)
+        return robust_linear.reference(*args, **kwargs)
+    import make_references
+
+    name = f"{MODELS[model]['module']}_nuts"
+    spec = dict(make_references.ROBUST_PROBLEMS[name])
+    spec["data"] = {**spec["data"], MODELS[model]["size_arg"]: size}
+    stored = make_references.compute_sites(name, spec)
+    print(f"  NUTS reference for {model} at N={size}: max R-hat {stored['max_rhat']:.4f}")
+    return {
+        site: {k: np.asarray(v[k], dtype=np.float64).reshape(v["shape"]) for k in ("mean", "sd")}
+        for site, v in stored["sites"].items()
+    }
+
+
+def format_cell(cell: Cell) -> str:
+    """``"0.03, 0.05, 12s, ok quiet"``-style text of one cell."""
+    if cell.error is not None:
+        return f"ERROR {cell.error.split(':')[0]}, {cell.seconds:.0f}s"
+    verdict = "ok" if cell.ok else "MISS"
+    check = "warn" if cell.warned else "quiet"
+    return f"{cell.max_mean_err:.3g}, {cell.max_sd_err:.3g}, {cell.seconds:.0f}s, {verdict} {check}"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samplers", nargs="*", default=None, help="default: all but NUTS")
+    parser.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--warmup", type=int, default=None, help="default: the suite's (300)")
+    parser.add_argument("--draws", type=int, default=None, help="default: the suite's (500)")
+    parser.add_argument("--N", type=int, default=None, help="data size (default: the suite's)")
+    parser.add_argument("--seed", type=int, default=None, help="PRNG seed (default: the suite's)")
+    args = parser.parse_args(argv)
+    samplers = args.samplers or sampler_names()
+    refs = {model: reference_at(model, args.N) for model in args.models}
+    options = dict(warmup=args.warmup, draws=args.draws, size=args.N)
+    if args.seed is not None:
+        options["seed"] = args.seed
+    table: dict[str, dict[str, Cell]] = {}
+    for sampler in samplers:
+        for model in args.models:
+            cell = run_cell(sampler, model, ref=refs[model], **options)
+            table.setdefault(sampler, {})[model] = cell
+            print(f"  {cell.describe()} [{cell.seconds:.0f} s]", flush=True)
+    print(
+        "\ncell = max |Δmean|/sd_ref, max |sd ratio − 1|, wall s, verdict "
+        "(ok: ≤ 0.25 and ≤ 0.30; MISS otherwise) + self-check (warn/quiet)"
+    )
+    width = max(len(format_cell(c)) for row in table.values() for c in row.values()) + 2
+    print("sampler".ljust(10) + "".join(m.ljust(width) for m in args.models))
+    for sampler, row in table.items():
+        print(sampler.ljust(10) + "".join(format_cell(row[m]).ljust(width) for m in args.models))
+    misses = [c for row in table.values() for c in row.values() if not c.ok]
+    silent = [c for c in misses if not c.warned]
+    print(
+        f"\n{len(misses)} of {len(samplers) * len(args.models)} cells miss; {len(silent)} silently."
+    )
+
+
+if __name__ == "__main__":
+    main()

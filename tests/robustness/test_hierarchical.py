@@ -1,0 +1,47 @@
+"""Robustness (c): non-centred random intercepts, 300 groups of 1 to ~900 rows, N ≈ 10⁴.
+
+``models/robust_hierarchical.py`` (D = 304, HalfNormal group scale); reference: NumPyro NUTS
+stored in ``tests/data/robust_hierarchical_nuts.json``.
+
+Each sampler runs once per model (``common.cell``) with its defaults and 2 vectorised chains;
+three tests read the run:
+
+* ``test_defaults_within_tolerance``: the strict target, max |Δmean|/sd_ref ≤ 0.25 and
+  max |sd ratio − 1| ≤ 0.30 on every coordinate of every latent site;
+* ``test_miss_is_flagged_by_self_check``: a run that misses the target (biased samplers at
+  their fixed step included) must have warned through ``pplsamplers.diagnostics.self_check``;
+* ``test_no_divergence_or_freeze``: no non-finite draw and no chain with zero variance.
+
+    .venv/bin/pytest -q tests/robustness/test_hierarchical.py -p no:cacheprovider
+"""
+
+import pytest
+
+from tests.robustness.common import cell, sampler_names
+
+pytestmark = pytest.mark.robustness
+
+MODEL_NAMES = ["hierarchical"]
+CELLS = [(sampler, model) for model in MODEL_NAMES for sampler in sampler_names()]
+
+
+@pytest.mark.parametrize(("sampler", "model"), CELLS)
+def test_defaults_within_tolerance(sampler, model):
+    result = cell(sampler, model)
+    assert result.ok, "defaults are wrong: " + result.describe()
+
+
+@pytest.mark.parametrize(("sampler", "model"), CELLS)
+def test_miss_is_flagged_by_self_check(sampler, model):
+    result = cell(sampler, model)
+    if result.error is not None:
+        pytest.fail(result.describe())
+    assert result.ok or result.warned, "a wrong run went without a warning: " + result.describe()
+
+
+@pytest.mark.parametrize(("sampler", "model"), CELLS)
+def test_no_divergence_or_freeze(sampler, model):
+    result = cell(sampler, model)
+    if result.error is not None:
+        pytest.fail(result.describe())
+    assert result.nonfinite == 0 and not result.frozen, result.describe()
