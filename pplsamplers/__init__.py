@@ -1,5 +1,12 @@
 """pplsamplers: minibatch MCMC kernels for ordinary NumPyro models, analysed with ArviZ."""
 
+from pplsamplers.checkpoint import (
+    CheckpointError,
+    attach_draws,
+    load_checkpoint,
+    run_checkpointed,
+    save_checkpoint,
+)
 from pplsamplers.diagnostics import (
     accuracy,
     ess_per_epoch,
@@ -32,6 +39,7 @@ from pplsamplers.potential import (
     build_potential,
     find_map,
     make_potential,
+    shard_data,
     with_batch_size,
     with_control_variate,
 )
@@ -58,6 +66,7 @@ __all__ = [
     "SGRLD",
     "AutoSampler",
     "Boomerang",
+    "CheckpointError",
     "Decision",
     "KernelSpec",
     "ModelFeatures",
@@ -69,6 +78,7 @@ __all__ = [
     "SubsampledPotential",
     "accuracy",
     "all_data_model",
+    "attach_draws",
     "build_potential",
     "check_run",
     "ess_per_epoch",
@@ -76,12 +86,16 @@ __all__ = [
     "full_data_scores",
     "integrate",
     "kernel_stein_discrepancy",
+    "load_checkpoint",
     "make_kernel",
     "make_potential",
     "min_ess",
     "model_features",
     "rank_candidates",
+    "run_checkpointed",
     "run_skeleton",
+    "save_checkpoint",
+    "shard_data",
     "stein_u_statistic",
     "to_arviz",
     "with_batch_size",

@@ -20,6 +20,7 @@ from pplsamplers.potential.model import (
     model_info,
 )
 from pplsamplers.potential.precondition import with_preconditioner
+from pplsamplers.potential.sharding import shard_data
 from pplsamplers.potential.subsampled import (
     SubsampledPotential,
     build_potential,
@@ -54,4 +55,5 @@ __all__ = [
     "posterior_scale",
     "suggest_batch_size",
     "with_preconditioner",
+    "shard_data",
 ]

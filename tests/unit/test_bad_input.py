@@ -128,6 +128,32 @@ def test_non_finite_steps_are_reverted_and_counted():
     assert int(mcmc.last_state.num_reverted) == int(reverted.sum())
 
 
+def test_rejected_steps_are_never_silent(capsys):
+    """Issue 18 item 9: a chain whose steps are all rejected must not look fine with
+    progress_bar=False: NumPyro's print_summary counts them as divergences, and the
+    self-check warns with the count and a fix."""
+    from pplsamplers import check_run
+    from pplsamplers.diagnostics import SelfCheckWarning
+
+    args, kwargs = linear_gaussian.load_data(N=50, D=2)
+    mcmc = MCMC(
+        SGLD(linear_gaussian.model, step_size=1e6, subsample_size=10, precondition=None),
+        num_warmup=10,
+        num_samples=100,
+        num_chains=2,
+        chain_method="vectorized",
+        progress_bar=False,
+    )
+    mcmc.run(jax.random.key(1), *args, **kwargs)
+    mcmc.print_summary()
+    out = capsys.readouterr().out
+    rejected = int(mcmc.get_extra_fields()["diverging"].sum())
+    assert rejected > 0 and f"Number of divergences: {rejected}" in out
+    with pytest.warns(SelfCheckWarning, match=r"self-check FAILED: .*steps rejected"):
+        result = check_run(mcmc)
+    assert not result.passed and result.counts["rejected"] == rejected
+
+
 # ---------------------------------------------------------------- issue 18: data and init_params
 def _regression(X, y=None, scale=1.0):
     w = numpyro.sample("w", dist.Normal(0, 1).expand([X.shape[1]]).to_event(1))

@@ -1,0 +1,246 @@
+"""Data sharded over devices and hosts, with JAX's own runtime (DESIGN §9).
+
+Placing the data is the user's one step: the model's array arguments go on a device mesh
+with ``NamedSharding(mesh, P("data"))`` (:func:`shard_data` does it), and every sampler runs on
+them unchanged.  Two things make that scale rather than merely run:
+
+1. **Full-data passes are SPMD** (:func:`sharded_full_pass`).  A potential's per-datum terms
+   read the data with a gather (``X[idx]``).  A gather of global indices from a sharded array
+   is partitioned by XLA as a masked local gather plus an all-reduce of the gathered rows, so
+   every device would compute every chunk and all N rows would cross the interconnect.
+   Instead, the full pass runs under :func:`jax.shard_map`: each device scans its own rows
+   with local indices and one ``psum`` adds the D + 1 partial sums.  The terms are traced
+   once (``jax.make_jaxpr``) and re-evaluated with each device's block in place of the global
+   array, which is valid when the data enter the terms only through gathers (checked; any
+   other use falls back to the unsharded pass, with the same answer).
+2. **The data are arguments, not constants, of the compiled programs.**  The potential closes
+   over the model's arguments, and by default ``jax.jit`` embeds closed-over arrays in the
+   executable as constants: every device then holds all N rows, and an array spanning several
+   hosts cannot be closed over at all.  Start Python with
+   ``JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS=1`` (set before ``import jax``): JAX then passes
+   closed-over arrays as arguments, each with its own sharding (see
+   https://docs.jax.dev/en/latest/internals/constants.html).  :func:`shard_data` warns when it
+   is off.
+
+Minibatch indices stay global: ``jax.random.randint(key, (n,), 0, N)``, i.i.d. uniform with
+replacement over all N rows, so E[(N/n) Σ_i ℓ_{I_i}] = Σ_j ℓ_j whatever the placement, and the
+same key gives the same draws on 1 device or 8.  The gather of n rows moves at most n·d
+numbers per step (see ``docs/scaling_out.md`` for the measured cost).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from pplsamplers.types import Array
+
+CONSTANTS_FLAG = "JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS"
+"""The environment variable that makes JAX pass closed-over arrays as executable arguments."""
+
+
+def constants_are_arguments() -> bool:
+    """Whether JAX passes closed-over arrays to compiled programs as sharded arguments.
+
+    True when Python was started with ``JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS=1`` (it must be
+    set before ``import jax``).  Otherwise closed-over data are embedded in every executable.
+    """
+    return bool(jax.config.jax_use_simplified_jaxpr_constants)
+
+
+def data_mesh(axis_name: str = "data", devices: Any = None) -> Mesh:
+    """A 1-D mesh over ``devices`` (default: all devices of all processes)."""
+    devices = jax.devices() if devices is None else devices
+    return Mesh(np.asarray(devices).reshape(-1), (axis_name,))
+
+
+def shard_data(
+    args: Any, mesh: Mesh | None = None, axis_name: str = "data", size: int | None = None
+) -> Any:
+    """Place every array in ``args`` whose leading dimension is the data size on ``mesh``.
+
+    Arrays with leading dimension ``size`` are split by rows (``P(axis_name)``); other arrays
+    and non-array leaves are left as they are (they are replicated where they are used).
+
+    Parameters
+    ----------
+    args
+        A pytree of model arguments, e.g. ``(X, y)``.
+    mesh
+        The device mesh; default :func:`data_mesh` over every device.
+    axis_name
+        The mesh axis the rows are split over.
+    size
+        The number of data N; default the most common leading dimension among the arrays.
+
+    Returns
+    -------
+    The same pytree with the data arrays sharded.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> X, y = shard_data((jnp.ones((8, 2)), jnp.zeros(8)))
+    >>> X.shape, y.sharding.spec
+    ((8, 2), P('data',))
+    """
+    mesh = data_mesh(axis_name) if mesh is None else mesh
+    if axis_name not in mesh.axis_names:
+        raise ValueError(f"axis_name {axis_name!r} is not an axis of the mesh {mesh.axis_names}.")
+    leaves, tree = jax.tree.flatten(args)
+    arrays = [np.ndim(leaf) > 0 and hasattr(leaf, "shape") for leaf in leaves]
+    if size is None:
+        dims = [leaf.shape[0] for leaf, is_array in zip(leaves, arrays, strict=True) if is_array]
+        if not dims:
+            raise ValueError("shard_data found no array in args; pass the model's data arrays.")
+        size = max(set(dims), key=dims.count)
+    devices = mesh.shape[axis_name]
+    if size % devices:
+        raise ValueError(
+            f"the data size {size} is not a multiple of the {devices} devices on mesh axis "
+            f"{axis_name!r}; drop or pad rows, or use a mesh whose axis divides {size}."
+        )
+    if not constants_are_arguments() and mesh.size > 1:
+        warnings.warn(
+            f"pplsamplers: {CONSTANTS_FLAG} is not set, so jax.jit embeds the closed-over data "
+            "in every compiled program (each device holds all rows, and data spanning several "
+            f"hosts fail). Start Python with {CONSTANTS_FLAG}=1 (before importing jax).",
+            stacklevel=2,
+        )
+    sharding = NamedSharding(mesh, P(axis_name))
+    placed = [
+        jax.device_put(leaf, sharding) if is_array and leaf.shape[0] == size else leaf
+        for leaf, is_array in zip(leaves, arrays, strict=True)
+    ]
+    return jax.tree.unflatten(tree, placed)
+
+
+def _row_axis(value: Any, N: int) -> tuple[Mesh, str] | None:
+    """(mesh, axis) when ``value`` is an array of N rows split over one mesh axis."""
+    sharding = getattr(value, "sharding", None)
+    if not isinstance(sharding, NamedSharding) or np.ndim(value) == 0 or value.shape[0] != N:
+        return None
+    spec = tuple(sharding.spec) + (None,)
+    axis, rest = spec[0], spec[1:]
+    if not isinstance(axis, str) or any(r is not None for r in rest):
+        return None
+    return sharding.mesh, axis
+
+
+def _traced_terms(terms: Callable, x: Array, idx: Array) -> Any:
+    """``jax.make_jaxpr(terms)``, with closed-over arrays as constvars (not literals)."""
+    from jax._src import config as jax_config  # the flag's context manager (JAX >= 0.7)
+
+    with jax_config.use_simplified_jaxpr_constants(False):
+        return jax.make_jaxpr(terms)(x, idx)
+
+
+def _data_layout(closed: Any, N: int) -> tuple[Mesh, str, list[bool]] | None:
+    """Which constants of the traced terms are sharded data, if they are used only by gathers."""
+    found = [_row_axis(c, N) for c in closed.consts]
+    layouts = {f for f in found if f is not None}
+    if len(layouts) != 1:
+        return None
+    ((mesh, axis),) = layouts
+    if N % mesh.shape[axis]:
+        return None
+    is_data = [f is not None for f in found]
+    data_ids = {id(v) for v, d in zip(closed.jaxpr.constvars, is_data, strict=True) if d}
+    for eqn in closed.jaxpr.eqns:
+        for position, var in enumerate(eqn.invars):
+            if id(var) in data_ids and (eqn.primitive.name != "gather" or position != 0):
+                return None  # a reduction or a reshape of the whole array: not row-local
+    if any(id(v) in data_ids for v in closed.jaxpr.outvars):
+        return None
+    return mesh, axis, is_data
+
+
+def sharded_full_pass(
+    terms: Callable, N: int, chunk_size: int, x: Array
+) -> tuple[Array, Array] | None:
+    """Σ_i ℓ_i(x) and its gradient, each device summing its own rows; ``None`` if not sharded.
+
+    Applies when the arrays ``terms`` closes over with N rows are split over one axis of one
+    mesh and are read only by gathers.  Each device scans its N/devices rows in chunks of
+    ``chunk_size`` with local indices, and one ``psum`` of (value, gradient) ends the pass:
+    no row leaves its device.  The global term is not included.
+    """
+    probe = min(chunk_size, N)
+    closed = _traced_terms(terms, x, jnp.arange(probe))
+    layout = _data_layout(closed, N)
+    if layout is None:
+        return None
+    mesh, axis, is_data = layout
+    rows = N // mesh.shape[axis]
+    chunk = min(chunk_size, rows)
+    num_chunks = -(-rows // chunk)
+    closed = _traced_terms(terms, x, jnp.arange(chunk))
+    if [_row_axis(c, N) is not None for c in closed.consts] != is_data:
+        return None
+    data = [c for c, d in zip(closed.consts, is_data, strict=True) if d]
+
+    devices = mesh.shape[axis]
+    # (N, ...) -> (devices, rows, ...): a local reshape of row-split data (no row moves)
+    blocked = [
+        lax.with_sharding_constraint(
+            d.reshape(devices, rows, *d.shape[1:]),
+            NamedSharding(mesh, P(axis, *([None] * np.ndim(d)))),
+        )
+        for d in data
+    ]
+
+    def block_sum(block: list, z: Array, idx: Array, weight: Array) -> Array:
+        rows_of = iter(block)
+        consts = [next(rows_of) if d else c for d, c in zip(is_data, closed.consts, strict=True)]
+        per_datum = jax.core.eval_jaxpr(closed.jaxpr, consts, z, idx)[1]
+        return jnp.sum(weight * per_datum)
+
+    def chunk_sum(z: Array, idx: Array, weight: Array) -> Array:
+        # one block per device, vmapped: XLA keeps each block's gather on its own device
+        per_block = jax.vmap(block_sum, in_axes=(0, None, None, None))(blocked, z, idx, weight)
+        return jnp.sum(per_block)
+
+    def body(carry: tuple[Array, Array], c: Array) -> tuple[tuple[Array, Array], None]:
+        raw = c * chunk + jnp.arange(chunk)
+        weight = (raw < rows).astype(x.dtype)
+        value, grad = jax.value_and_grad(chunk_sum)(x, jnp.minimum(raw, rows - 1), weight)
+        return (carry[0] + value, carry[1] + grad), None
+
+    zero = (jnp.zeros((), x.dtype), jnp.zeros_like(x))
+    (value, grad), _ = lax.scan(body, zero, jnp.arange(num_chunks))
+    return value, grad
+
+
+def collectives(hlo_text: str) -> dict[str, int]:
+    """Counts of the cross-device operations in compiled HLO text (``.compile().as_text()``)."""
+    names = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute")
+    return {name: hlo_text.count(f" {name}(") for name in names}
+
+
+def environment_note() -> str:
+    """One line on the devices, processes and the constants flag (for logs and benchmarks)."""
+    return (
+        f"{jax.process_count()} process(es), {jax.device_count()} device(s) "
+        f"({jax.devices()[0].platform}); {CONSTANTS_FLAG}="
+        f"{os.environ.get(CONSTANTS_FLAG, 'unset')}"
+    )
+
+
+__all__ = [
+    "CONSTANTS_FLAG",
+    "collectives",
+    "constants_are_arguments",
+    "data_mesh",
+    "environment_note",
+    "shard_data",
+    "sharded_full_pass",
+]
