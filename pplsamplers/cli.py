@@ -5,6 +5,10 @@ ESS per second and per epoch, and write a trace plot (PNG) and the ArviZ DataTre
 The pointwise log-likelihood (one value per datum and draw, which is most of the file at large
 N) is written only with ``--log-likelihood``.  Errors reach the user as one line (``--debug``,
 before or after the command, shows the traceback).
+
+``fit --checkpoint DIR --checkpoint-every K`` samples in segments of K draws and checkpoints
+after warmup and after each segment; ``--resume DIR`` continues from the last complete
+checkpoint (:mod:`pplsamplers.checkpoint`).
 """
 
 from __future__ import annotations
@@ -12,7 +16,9 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -89,12 +95,18 @@ def run_job(
     thinning: int = 1,
     progress_bar: bool = True,
     log_likelihood: bool = False,
+    checkpoint: str | None = None,
+    checkpoint_every: int = 100,
+    resume: bool = False,
     print_fn: Callable[[str], None] = print,
 ) -> Any:
     """Run MCMC for ``model``, print the summary, write ``<name>_trace.png`` and ``<name>.nc``.
 
     ``log_likelihood=True`` adds the full-data pointwise log-likelihood group (N values per
     draw, for ``az.loo``); it is left out by default because it dominates the file at large N.
+    ``checkpoint`` (a directory) runs the post-warmup sampling in segments of
+    ``checkpoint_every`` draws and checkpoints after warmup and each segment; ``resume``
+    continues the checkpoint there (see :func:`pplsamplers.checkpoint.run_checkpointed`).
     Returns the ArviZ DataTree.
     """
     import arviz as az
@@ -139,7 +151,29 @@ def run_job(
     # plain NUTS reports its leapfrog steps, which give its epochs (one full gradient each)
     extra_fields = ("num_steps",) if chosen == "nuts" and not discrete else ()
     start = time.perf_counter()
-    mcmc.run(jax.random.key(seed), *model_args, extra_fields=extra_fields, **model_kwargs)
+    if checkpoint is None:
+        mcmc.run(jax.random.key(seed), *model_args, extra_fields=extra_fields, **model_kwargs)
+    else:
+        from pplsamplers.checkpoint import run_checkpointed
+
+        same = dict(model=name, sampler=sampler, seed=seed, num_warmup=num_warmup,
+                    num_chains=num_chains, thinning=thinning, subsample_size=subsample_size,
+                    step_size=step_size, control_variate=control_variate)  # fmt: skip
+        with _StopOnSigterm(checkpoint) as stop:
+            run_checkpointed(
+                mcmc,
+                jax.random.key(seed),
+                *model_args,
+                directory=checkpoint,
+                every=checkpoint_every,
+                num_samples=num_samples,
+                resume=resume,
+                metadata=same,
+                extra_fields=extra_fields,
+                print_fn=print_fn,
+                on_checkpoint=stop.check,
+                **model_kwargs,
+            )
     jax.block_until_ready(mcmc.get_samples())
     seconds = time.perf_counter() - start
     idata = to_arviz(mcmc, log_likelihood=log_likelihood)
@@ -171,6 +205,40 @@ def run_job(
     idata.to_netcdf(nc)
     print_fn(f"wrote {png} and {nc} ({_file_size(nc)})")
     return idata
+
+
+class Stopped(Exception):
+    """SIGTERM arrived while checkpointing: the run stopped at its next checkpoint."""
+
+
+class _StopOnSigterm:
+    """Note SIGTERM while checkpointing and stop at the next checkpoint (:meth:`check`).
+
+    The handler only sets a flag: raising from it could land inside JAX, which catches errors
+    of its compilation cache, and a segment runs as one XLA call that a handler cannot cut.
+    """
+
+    def __init__(self, directory: str) -> None:
+        self.directory, self.previous, self.requested = directory, None, False
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        self.requested = True
+
+    def check(self, done: int) -> None:
+        if self.requested:
+            raise Stopped(
+                f"stopped by SIGTERM with {done} draws per chain saved in {self.directory}; "
+                f"continue with --resume {self.directory} and the same options."
+            )
+
+    def __enter__(self) -> _StopOnSigterm:
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGTERM, self._handler)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)
 
 
 def _file_size(path: Path) -> str:
@@ -274,7 +342,40 @@ def _build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="keyword arguments for load_data (e.g. N=1000 d=5)",
     )
+    fit.add_argument(
+        "--checkpoint",
+        metavar="DIR",
+        default=None,
+        help="sample in segments and checkpoint draws and sampler state to DIR atomically",
+    )
+    fit.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=100,
+        metavar="K",
+        help="draws per chain between checkpoints (default: 100)",
+    )
+    fit.add_argument(
+        "--resume",
+        metavar="DIR",
+        default=None,
+        help="continue the run checkpointed in DIR (give the same options as the first run)",
+    )
     return parser
+
+
+def _checkpoint_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``--checkpoint DIR``, ``--resume DIR`` (which implies it) and ``--checkpoint-every``."""
+    directory, resume = getattr(args, "checkpoint", None), getattr(args, "resume", None)
+    if directory and resume and Path(directory).resolve() != Path(resume).resolve():
+        raise ValueError(f"--checkpoint {directory} and --resume {resume} differ; give one.")
+    if resume and not Path(resume).is_dir():
+        raise ValueError(f"--resume {resume}: no such directory.")
+    if not (directory or resume):
+        return {}
+    return dict(
+        checkpoint=directory or resume, checkpoint_every=args.checkpoint_every, resume=bool(resume)
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -322,7 +423,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             thinning=args.thinning or 1,
             progress_bar=not args.no_progress and sys.stderr.isatty(),
             log_likelihood=args.log_likelihood,
+            **_checkpoint_options(args),
         )
+    except Stopped as stop:
+        print(f"pplsamplers: {stop}", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
