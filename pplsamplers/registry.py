@@ -103,10 +103,10 @@ _SPECS = (
         True,
     ),
     SamplerSpec("bps", BPS, True, ("sample_interval", "t_init", "horizon"), True),
-    SamplerSpec("psgld", PSGLD, False, ("inverse_metric",), False),
+    SamplerSpec("psgld", PSGLD, True, ("inverse_metric",), False),
     SamplerSpec("sgld", SGLD, True, ("step_size",), False),
-    SamplerSpec("csgld", CSGLD, False, (), False, selectable=False),
-    SamplerSpec("sgrld", SGRLD, False, (), False, selectable=False),
+    SamplerSpec("csgld", CSGLD, True, (), False, selectable=False),
+    SamplerSpec("sgrld", SGRLD, True, (), False, selectable=False),
 )
 
 SAMPLERS: dict[str, SamplerSpec] = {spec.name: spec for spec in _SPECS}

@@ -66,7 +66,7 @@ class HAMCMCConfig:
 class SGRLDConfig:
     """SGRLD's options, validated once (G's size is checked against the model at ``init``)."""
 
-    step_size: float = 1e-2
+    step_size: float = 0.1
     metric: Array | None = None
     schedule: Schedule = "constant"
     factorize_each_step: bool = False
@@ -228,8 +228,8 @@ class SGRLD(SubsampledKernel):
     factorize_each_step
         Recompute the Cholesky factor every step (the paper's timing protocol).
     control_variate
-        ``False`` by default: SGRLD is the paper's plain-minibatch baseline (the registry
-        marks it ``supports_control_variate=False``).
+        ``"auto"`` (default) as for every sampler; ``False`` gives the paper's
+        plain-minibatch baseline.
     **options
         See :class:`~pplsamplers.infer.adapter.SubsampledKernel`.
 
@@ -251,12 +251,12 @@ class SGRLD(SubsampledKernel):
     def __init__(
         self,
         model: Callable | None = None,
-        step_size: float = 1e-2,
+        step_size: float = 0.1,
         *,
         metric: Array | None = None,
         schedule: Schedule = "constant",
         factorize_each_step: bool = False,
-        control_variate: bool | str | Array = False,
+        control_variate: bool | str | Array = "auto",
         **options: Any,
     ) -> None:
         self.config = SGRLDConfig(step_size, metric, schedule, bool(factorize_each_step))

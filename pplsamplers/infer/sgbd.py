@@ -43,7 +43,7 @@ class SGBDConfig:
 class CSGLDConfig:
     """c-SGLD's options, validated once."""
 
-    step_size: float = 1e-3
+    step_size: float = 0.1
     noise_decay: float = 0.9
 
     def __post_init__(self) -> None:
@@ -196,12 +196,13 @@ class CSGLD(SubsampledKernel):
     model
         A NumPyro model with a data plate.
     step_size
-        ε > 0 (same convention as :class:`~pplsamplers.infer.sgld.SGLD`).
+        ε > 0 (same convention as :class:`~pplsamplers.infer.sgld.SGLD`: in the whitened
+        coordinates of the shared warmup by default, so 0.1 is a tenth of a posterior variance).
     noise_decay
         β in [0, 1) of the moving average τ̂.
     control_variate
-        ``False`` by default, as for :class:`SGBD`: τ̂ and the noise it removes are those of
-        plain minibatches.
+        ``"auto"`` (default) as for every sampler: at large N a plain minibatch gradient is
+        far too noisy in posterior units for τ̂'s correction to absorb.
     **options
         See :class:`~pplsamplers.infer.adapter.SubsampledKernel`.
 
@@ -223,10 +224,10 @@ class CSGLD(SubsampledKernel):
     def __init__(
         self,
         model: Callable | None = None,
-        step_size: float = 1e-3,
+        step_size: float = 0.1,
         *,
         noise_decay: float = 0.9,
-        control_variate: bool | str | Array = False,
+        control_variate: bool | str | Array = "auto",
         **options: Any,
     ) -> None:
         self.config = CSGLDConfig(step_size, noise_decay)

@@ -17,6 +17,7 @@ from pplsamplers.potential import (
     SubsampledPotential,
     find_map,
     gradient_noise_variance,
+    posterior_scale,
     suggest_sgld_step_size,
 )
 from pplsamplers.types import Array, PRNGKey
@@ -49,10 +50,12 @@ def sgld_spec(config: SGLDConfig) -> KernelSpec:
             anchor = find_map(map_key, potential).position
             step = suggest_sgld_step_size(probe_key, potential, anchor)
             if config.preconditioned:
-                # pSGLD moves coordinate j by ε·G_j with G_j ≈ 1/(λ + √V_j) at the MAP (the
-                # mean gradient vanishes there): keep every ε·G_j within the plain-SGLD step.
+                # pSGLD moves coordinate j by ε·G_j with G_j = 1/(λ + √a_j) and a_j ≈ E[g_j²]
+                # = H_jj + V_j over the posterior (Laplace: Var ∇U = H; V the minibatch
+                # noise): keep every ε·G_j within the plain-SGLD step
                 noise = gradient_noise_variance(probe_key, potential, anchor)
-                step *= float(jnp.min(config.rmsprop_eps + jnp.sqrt(noise)))
+                curvature = posterior_scale(potential, anchor, "diag")[0] ** -2
+                step *= float(jnp.min(config.rmsprop_eps + jnp.sqrt(curvature + noise)))
         return sgld.SGLDParams(jnp.asarray(step, dtype), jnp.ones(potential.dim, dtype))
 
     def warmup_init(state: sgld.SGLDState, params: sgld.SGLDParams) -> Array:
@@ -145,9 +148,6 @@ class SGLD(SubsampledKernel):
         **options: Any,
     ) -> None:
         self.config = SGLDConfig(step_size, preconditioned, rmsprop_decay, rmsprop_eps)
-        # pSGLD's RMSprop metric would blow up on the small control-variate gradients near
-        # the anchor, so it keeps plain minibatches unless asked
-        options.setdefault("control_variate", False if preconditioned else "auto")
         super().__init__(model, sgld_spec(self.config), **options)
 
 

@@ -156,7 +156,7 @@ def make_potential(
         chunk_size=chunk_size,
         draw_init=draw_init,
     )
-    check_position(potential, init_flat, view)
+    init_flat = valid_start(potential, init_flat, key, view)
     to_unconstrained = _numpyro.make_unconstrain(model, model_args, model_kwargs, info, strategy)
     return potential._replace(
         init_position=init_flat,
@@ -176,6 +176,34 @@ def _as_view(
     if info is None:
         return None
     return ModelView(view, tuple(model_args), dict(model_kwargs or {}), info, init_to_uniform)
+
+
+START_RETRIES = 20
+"""Random init-strategy draws tried when the first start is invalid (NumPyro tries 100)."""
+
+
+def valid_start(
+    potential: SubsampledPotential, first: Array, rng_key: PRNGKey, view: ModelView
+) -> Array:
+    """``first`` if the potential and its gradient are finite there, else the first valid of
+    :data:`START_RETRIES` more init-strategy draws, else the origin of the unconstrained
+    space (e.g. all regression coefficients 0, where raw covariates of size 100 cannot push
+    a likelihood to zero density), as NumPyro's ``find_valid_initial_params`` retries.
+    Raises the first point's error (naming the site) when none is valid."""
+    try:
+        check_position(potential, first, view)
+        return first
+    except RuntimeError as error:
+        if potential.draw_init is None:
+            raise
+        keys = jax.random.split(jax.random.fold_in(rng_key, 1), START_RETRIES)
+        for candidate in [*(potential.draw_init(k) for k in keys), jnp.zeros_like(first)]:
+            try:
+                check_position(potential, candidate, view)
+                return candidate
+            except RuntimeError:
+                continue
+        raise error
 
 
 def check_position(
