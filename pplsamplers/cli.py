@@ -24,12 +24,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+DEFAULT_SAMPLER = "auto"
+"""The CLI's ``--sampler``: AutoSampler decides and explains."""
 DEMO_N, DEMO_D, DEMO_SUBSAMPLE = 100_000, 20, 1000
 SMALL_DEMO = {"N": 2000, "d": 3, "num_samples": 100, "num_warmup": 100, "num_chains": 2}
 """``pplsamplers demo --small``: a run of a few seconds (after compilation) that checks an install."""
-CONTROL_VARIATE_SAMPLERS = {"sgld", "psgld"}
-"""Kernels the demo runs with control variates unless told otherwise (AutoSampler decides)."""
-DEMO_THINNING = {"sgld": 5, "psgld": 5}
 
 
 def _load_model_file(path: str) -> Any:
@@ -115,7 +114,7 @@ def run_job(
 
     from pplsamplers.diagnostics import epochs, min_ess
     from pplsamplers.diagnostics.output import to_arviz
-    from pplsamplers.registry import make_kernel
+    from pplsamplers.registry import SAMPLERS, make_kernel
 
     for arg, value in (("num_samples", num_samples), ("num_chains", num_chains)):
         if value < 1:
@@ -149,7 +148,8 @@ def run_job(
     chosen = kernel.decision.kernel if sampler == "auto" else sampler
     discrete = sampler == "auto" and kernel.decision.params.get("discrete", False)
     # plain NUTS reports its leapfrog steps, which give its epochs (one full gradient each)
-    extra_fields = ("num_steps",) if chosen == "nuts" and not discrete else ()
+    full_data = not SAMPLERS[chosen].minibatch
+    extra_fields = ("num_steps",) if full_data and not discrete else ()
     start = time.perf_counter()
     if checkpoint is None:
         mcmc.run(jax.random.key(seed), *model_args, extra_fields=extra_fields, **model_kwargs)
@@ -192,11 +192,20 @@ def run_job(
         # kept draws only carry their own step's cost: scale by thinning
         used = epochs(idata, num_data, thinning)
         line += f" | {used:.1f} epochs | {ess / max(used, 1e-12):.1f} ESS/epoch"
-    if "reverted" in getattr(idata, "sample_stats", {}):
-        reverted = int(idata.sample_stats["reverted"].sum())
-        if reverted:
-            line += f" | {reverted} non-finite steps reverted"
+    if "diverging" in stats and not full_data:
+        rejected = int(stats["diverging"].sum())
+        if rejected:
+            line += f" | {rejected} non-finite steps rejected"
     print_fn(line)
+    notes = {
+        k[len("pplsamplers_") :]: v for k, v in idata.attrs.items() if k.startswith("pplsamplers_")
+    }
+    for key in ("mode", "precondition", "control_variate", "subsample_size"):
+        if key in notes:
+            print_fn(f"{key.replace('_', ' ')}: {notes[key]}")
+    check = getattr(mcmc.sampler, "self_check_result", None)
+    if check is not None:  # to_arviz ran the self-check (and warned if it failed)
+        print_fn("\n".join(check.summary_lines()))
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -264,7 +273,7 @@ def _data_size(kernel: Any, model: Callable, model_args: tuple, model_kwargs: di
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    from pplsamplers.samplers import DEFAULT_SAMPLER, SAMPLERS
+    from pplsamplers.registry import SAMPLERS
 
     parser = argparse.ArgumentParser(
         prog="pplsamplers",
@@ -397,10 +406,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             subsample = args.subsample_size
             if subsample is None and args.sampler != "auto":  # AutoSampler picks its own n
                 subsample = min(DEMO_SUBSAMPLE, args.N)
-            if args.control_variate is None:  # SGLD-CV (Baker et al. 2019); auto decides itself
-                args.control_variate = args.sampler in CONTROL_VARIATE_SAMPLERS
             if args.thinning is None:
-                args.thinning = DEMO_THINNING.get(args.sampler, 1)
+                args.thinning = 1
         else:
             module = _load_model_file(args.model_file)
             model_args, model_kwargs = module.load_data(**_parse_data_options(args.data))
