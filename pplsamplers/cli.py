@@ -2,13 +2,10 @@
 
 Both run NumPyro's MCMC driver with a pplsamplers kernel, print the ArviZ summary with
 ESS per second and per epoch, and write a trace plot (PNG) and the ArviZ DataTree (netCDF).
-The pointwise log-likelihood (one value per datum and draw, which is most of the file at large
-N) is written only with ``--log-likelihood``.  Errors reach the user as one line (``--debug``,
-before or after the command, shows the traceback).
-
-``fit --checkpoint DIR --checkpoint-every K`` samples in segments of K draws and checkpoints
-after warmup and after each segment; ``--resume DIR`` continues from the last complete
-checkpoint (:mod:`pplsamplers.checkpoint`).
+The pointwise log-likelihood (N values per draw) is written only with ``--log-likelihood``.
+Errors reach the user as one line (``--debug``, before or after the command, shows the
+traceback).  ``fit --checkpoint DIR --checkpoint-every K`` samples in segments of K draws and
+``--resume DIR`` continues from the last complete checkpoint (:mod:`pplsamplers.checkpoint`).
 """
 
 from __future__ import annotations

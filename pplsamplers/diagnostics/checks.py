@@ -28,11 +28,10 @@
 
 Thresholds (:class:`Thresholds`) and why
 ----------------------------------------
-A coordinate fails the Stein check when |mean_err| > 0.2 + 3·MCSE or |r − 1| > 0.2 + 3·MCSE_r.
-Both 0.2s lie inside the robustness tolerance (0.25 sd, sd ratio within 0.30), so a run at
-its edge is flagged whenever 3·MCSE < 0.05 (mean) or < 0.1 (sd); for a Gaussian posterior the
-MCSE is zero.  An exact run with bulk ESS 400 has a mean error of sd 0.05 and an sd ratio of
-sd 0.035, so 0.2 is a 4-sd (mean) and 5-sd (sd) event: exact runs pass.  R-hat > 1.05 and
+A coordinate fails when |mean_err| > 0.2 + 3·MCSE or |r − 1| > 0.2 + 3·MCSE_r: inside the
+robustness tolerance (0.25 sd, 0.30), so a run at its edge is flagged once 3·MCSE < 0.05
+(mean) or < 0.1 (sd; MCSE = 0 for a Gaussian posterior), while an exact run with ESS 400
+passes (0.2 is a 4-sd and a 5-sd event).  R-hat > 1.05 and
 bulk ESS < 100 are flagged too (``tests/unit/test_self_check.py``; docs: troubleshooting).
 Cost: m full-data passes (``thin_to``), jitted once per potential, batched over the draws.
 """
@@ -51,6 +50,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pplsamplers.diagnostics.names import coordinate_names
 from pplsamplers.potential import SubsampledPotential
 from pplsamplers.types import Array, PRNGKey
 
@@ -174,25 +174,6 @@ def warn(result: SelfCheck, stacklevel: int = 2) -> None:
     """Issue ``result.warning`` as a :class:`SelfCheckWarning` when the check failed."""
     if not result.passed:
         warnings.warn(result.warning, SelfCheckWarning, stacklevel=stacklevel)
-
-
-def coordinate_names(potential: SubsampledPotential) -> list[str]:
-    """Names like ``"w[3]"`` for the D flat coordinates (ravel order of ``unravel``)."""
-    try:
-        out = jax.eval_shape(potential.unravel, potential.init_position)
-        names = []
-        for site, leaf in out.items():  # ravel_pytree order: sorted dict keys, C order
-            shape = tuple(leaf.shape)
-            names += (
-                [site]
-                if not shape
-                else [f"{site}[{','.join(map(str, i))}]" for i in np.ndindex(shape)]
-            )
-        if len(names) == potential.dim:
-            return names
-    except Exception:  # noqa: BLE001 - any unusual unravel falls back to x[j]
-        pass
-    return [f"x[{j}]" for j in range(potential.dim)]
 
 
 _SCORES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

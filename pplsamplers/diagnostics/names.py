@@ -1,0 +1,30 @@
+"""Readable names of the flat unconstrained coordinates of a potential."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+from pplsamplers.potential import SubsampledPotential
+
+
+def coordinate_names(potential: SubsampledPotential) -> list[str]:
+    """Names like ``"w[3]"`` for the D flat coordinates (ravel order of ``unravel``)."""
+    try:
+        out = jax.eval_shape(potential.unravel, potential.init_position)
+        names = []
+        for site, leaf in out.items():  # ravel_pytree order: sorted dict keys, C order
+            shape = tuple(leaf.shape)
+            names += (
+                [site]
+                if not shape
+                else [f"{site}[{','.join(map(str, i))}]" for i in np.ndindex(shape)]
+            )
+        if len(names) == potential.dim:
+            return names
+    except Exception:  # noqa: BLE001 - any unusual unravel falls back to x[j]
+        pass
+    return [f"x[{j}]" for j in range(potential.dim)]
+
+
+__all__ = ["coordinate_names"]
