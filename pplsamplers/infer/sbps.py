@@ -47,7 +47,7 @@ class SBPSConfig:
     buffer_size: int = 64
     rmsprop_eps: float = 1e-4
     preconditioner_tolerance: float = 0.05
-    start_at_anchor: bool = True
+    start_at_anchor: bool = False
 
     @classmethod
     def create(cls, **options: Any) -> SBPSConfig:
@@ -201,9 +201,10 @@ class SBPS(SubsampledKernel):
     rmsprop_decay, rmsprop_eps
         β and ε of the preconditioner.
     start_at_anchor
-        With a control variate, start every chain at the anchor x* (the MAP) unless
-        ``init_params`` are given: the control-variate noise grows with |x − x*|, so a far
-        start makes the transient very slow.
+        Start every chain at the control-variate anchor x* (the mode) instead of the shared
+        warmup's Laplace draw.  Off by default: in high dimension the mode is far (≈ √D sds)
+        from the typical set and SBPS spreads out from it slowly (simulation-based calibration
+        at D = 400 found draws half as wide as the posterior after 300 iterations).
     **options
         Further fields of :class:`SBPSConfig` (``clamp_negative_slopes``,
         ``auxiliary_observations``, ``learn_slope_prior``, ``max_events_per_sample``,
@@ -241,7 +242,7 @@ class SBPS(SubsampledKernel):
         preconditioned: bool = False,
         rmsprop_decay: float = 0.99,
         rmsprop_eps: float = 1e-4,
-        start_at_anchor: bool = True,
+        start_at_anchor: bool = False,
         **options: Any,
     ) -> None:
         extra = {name: options.pop(name) for name in list(options) if name in _CONFIG_FIELDS}
