@@ -366,7 +366,11 @@ def test_sgrld_adapter_runs_with_the_posterior_precision_as_metric():
     (A, x), kwargs = linear_gaussian.load_data(N=100, D=2, correlation=0.5, seed=0)
     _, cov = linear_gaussian.posterior(A, x, **kwargs)
     kernel = SGRLD(
-        linear_gaussian.model, step_size=0.05, metric=jnp.linalg.inv(cov), subsample_size=10
+        linear_gaussian.model,
+        step_size=0.05,
+        metric=jnp.linalg.inv(cov),
+        subsample_size=10,
+        control_variate=False,  # data_evals below counts plain minibatches
     )
     mcmc = MCMC(kernel, num_warmup=10, num_samples=20, progress_bar=False)
     mcmc.run(jax.random.key(1), A, x, **kwargs)

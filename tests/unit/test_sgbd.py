@@ -308,7 +308,7 @@ def test_csgld_adapter_runs_vectorized(logreg_potential):
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*There are not enough devices.*")
         mcmc = MCMC(
-            CSGLD(potential=logreg_potential, step_size=1e-3),
+            CSGLD(potential=logreg_potential, step_size=1e-3, control_variate=False),
             num_warmup=20,
             num_samples=30,
             num_chains=2,
