@@ -17,32 +17,17 @@ three tests read the run:
 
 import pytest
 
-from tests.robustness.common import cell, sampler_names, tolerance_cells
+from tests.robustness.common import (  # noqa: F401 - collected here, parametrized below
+    generate_cells,
+    test_defaults_within_tolerance,
+    test_miss_is_flagged_by_self_check,
+    test_no_divergence_or_freeze,
+)
 
 pytestmark = pytest.mark.robustness
 
 MODEL_NAMES = ["logistic"]
-CELLS = [(sampler, model) for model in MODEL_NAMES for sampler in sampler_names()]
 
 
-@pytest.mark.parametrize(("sampler", "model"), tolerance_cells(CELLS))
-def test_defaults_within_tolerance(sampler, model):
-    result = cell(sampler, model)
-    assert result.ok, "defaults are wrong: " + result.describe()
-
-
-@pytest.mark.parametrize(("sampler", "model"), CELLS)
-def test_miss_is_flagged_by_self_check(sampler, model):
-    result = cell(sampler, model)
-    # a run that raises a clear error is not silent either
-    assert result.ok or result.warned or result.error is not None, (
-        "a wrong run went without a warning: " + result.describe()
-    )
-
-
-@pytest.mark.parametrize(("sampler", "model"), tolerance_cells(CELLS))
-def test_no_divergence_or_freeze(sampler, model):
-    result = cell(sampler, model)
-    if result.error is not None:
-        pytest.fail(result.describe())
-    assert result.nonfinite == 0 and not result.frozen, result.describe()
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    generate_cells(metafunc, MODEL_NAMES)
