@@ -232,19 +232,6 @@ def compute_sites(name: str, spec: dict) -> dict:
     )
 
 
-def load_site_reference(name: str) -> dict[str, dict[str, np.ndarray]]:
-    """``{site: {"mean": array, "sd": array}}`` (site-shaped) from ``tests/data/<name>.json``."""
-    with open(HERE / f"{name}.json") as handle:
-        ref = json.load(handle)
-    return {
-        site: {
-            key: np.asarray(entry[key], dtype=np.float64).reshape(entry["shape"])
-            for key in ("mean", "sd")
-        }
-        for site, entry in ref["sites"].items()
-    }
-
-
 def load_reference(name: str) -> dict:
     """The stored reference ``tests/data/<name>.json`` (means and sds as numpy arrays)."""
     with open(HERE / f"{name}.json") as handle:
