@@ -327,32 +327,23 @@ def _prepare_shared(options: SamplerOptions, model_args: tuple, model_kwargs: di
     if anchor is not None:
         batched = with_control_variate(batched, anchor)
     potential = with_preconditioner(batched, center, factor)
-    params = None  # the sampler's own, set by prepare
-    if view is None:
-        return Prepared(
-            potential,
-            base,
-            params,
-            mode,
-            notes,
-            lambda z: z,
-            None,
-            lambda x: check_position(base, x),
-            lambda p: jnp.asarray(p, dtype).reshape(-1),
-            precondition is not None,
-            center,
-            factor,
-        )
+    if view is None:  # a user potential: no model to constrain, replay or name sites of
+        postprocess, model_view, check = (lambda z: z), None, (lambda x: check_position(base, x))
+        flatten = lambda p: jnp.asarray(p, dtype).reshape(-1)
+    else:
+        postprocess, model_view = make_postprocess(view), full_data_model(view)
+        check = lambda x: check_position(base, x, view)
+        flatten = lambda p: flatten_init_params(view, p)
     return Prepared(
         potential,
         base,
-        params,
+        None,  # the sampler's own params, set by prepare
         mode,
         notes,
-        make_postprocess(view),
-        full_data_model(view),
-        lambda x: check_position(base, x, view),
-        lambda p: flatten_init_params(view, p),
+        postprocess,
+        model_view,
+        check,
+        flatten,
         precondition is not None,
         center,
         factor,
