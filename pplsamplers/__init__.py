@@ -1,5 +1,6 @@
 """pplsamplers: minibatch MCMC kernels for ordinary NumPyro models, analysed with ArviZ."""
 
+from pplsamplers import infer
 from pplsamplers.checkpoint import (
     CheckpointError,
     attach_draws,
@@ -16,22 +17,7 @@ from pplsamplers.diagnostics import (
     stein_u_statistic,
 )
 from pplsamplers.diagnostics.output import check_run, to_arviz
-from pplsamplers.infer import (
-    BPS,
-    CSGLD,
-    HAMCMC,
-    PSBPS,
-    PSGLD,
-    SBPS,
-    SGBD,
-    SGLD,
-    SGRLD,
-    Boomerang,
-    KernelSpec,
-    SamplerState,
-    SigmaBPS,
-    SubsampledKernel,
-)
+from pplsamplers.infer import *  # noqa: F403  (the samplers and the adapter: infer.__all__)
 from pplsamplers.pdmp import integrate, run_skeleton
 from pplsamplers.potential import (
     SubsampledPotential,
@@ -55,26 +41,12 @@ from pplsamplers.select import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "BPS",
-    "CSGLD",
-    "HAMCMC",
-    "PSBPS",
-    "PSGLD",
-    "SBPS",
-    "SGBD",
-    "SGLD",
-    "SGRLD",
     "AutoSampler",
-    "Boomerang",
     "CheckpointError",
     "Decision",
-    "KernelSpec",
     "ModelFeatures",
     "SAMPLERS",
     "SamplerSpec",
-    "SamplerState",
-    "SigmaBPS",
-    "SubsampledKernel",
     "SubsampledPotential",
     "accuracy",
     "all_data_model",
@@ -101,3 +73,5 @@ __all__ = [
     "with_batch_size",
     "with_control_variate",
 ]
+__all__ += infer.__all__  # the samplers, the adapter and KernelSpec
+__all__.remove("WarmupWindow")  # a detail of KernelSpec, documented there

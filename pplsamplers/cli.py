@@ -26,6 +26,8 @@ DEFAULT_SAMPLER = "auto"
 DEMO_N, DEMO_D, DEMO_SUBSAMPLE = 100_000, 20, 1000
 SMALL_DEMO = {"N": 2000, "d": 3, "num_samples": 100, "num_warmup": 100, "num_chains": 2}
 """``pplsamplers demo --small``: a run of a few seconds (after compilation) that checks an install."""
+RUN_OPTIONS = "sampler num_warmup num_samples num_chains seed step_size log_likelihood".split()
+"""The command-line options that reach :func:`run_job` under their own names, unchanged."""
 
 
 def _load_model_file(path: str) -> Any:
@@ -415,18 +417,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             tuple(model_args),
             dict(model_kwargs or {}),
             name=name,
-            sampler=args.sampler,
-            num_warmup=args.num_warmup,
-            num_samples=args.num_samples,
-            num_chains=args.num_chains,
             out_dir=args.out,
-            seed=args.seed,
             subsample_size=subsample,
-            step_size=args.step_size,
             control_variate=bool(args.control_variate),
             thinning=args.thinning or 1,
             progress_bar=not args.no_progress and sys.stderr.isatty(),
-            log_likelihood=args.log_likelihood,
+            **{option: getattr(args, option) for option in RUN_OPTIONS},
             **_checkpoint_options(args),
         )
     except Stopped as stop:

@@ -2,6 +2,7 @@
 
 The repository's ``models/`` folder holds more example models; the ones the command line needs
 live here so that the wheel installs a single top-level package, ``pplsamplers``.
+:mod:`~pplsamplers.datasets.tiny` holds the tiny targets of the docstrings' examples.
 
 Examples
 --------
@@ -12,5 +13,6 @@ Examples
 """
 
 from pplsamplers.datasets import logistic_regression
+from pplsamplers.datasets.tiny import tiny_potential, tiny_regression
 
-__all__ = ["logistic_regression"]
+__all__ = ["logistic_regression", "tiny_potential", "tiny_regression"]

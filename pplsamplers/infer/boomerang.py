@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import jax
@@ -18,23 +18,14 @@ import numpy as np
 
 from pplsamplers import validation
 from pplsamplers.infer.adapter import SubsampledKernel
-from pplsamplers.infer.pdmp import (
-    PDMPAdaptState,
-    PDMPConfig,
-    adapt_tuning,
-    config_from,
-    init_adapt,
-    pdmp_spec,
-)
-from pplsamplers.infer.spec import KernelSpec, WarmupWindow
+from pplsamplers.infer.pdmp import PDMPConfig, config_from, init_adapt, interval_warmup, pdmp_spec
+from pplsamplers.infer.spec import KernelSpec
 from pplsamplers.kernels import boomerang
 from pplsamplers.kernels.boomerang_reference import (
     GaussianReference,
     build_reference,
     gaussian_reference,
 )
-from pplsamplers.pdmp.builder import PDMPState
-from pplsamplers.pdmp.events import PDMPInfo
 from pplsamplers.potential import SubsampledPotential, find_map
 from pplsamplers.types import Array, PRNGKey
 
@@ -137,14 +128,7 @@ def make_reference(
 def boomerang_spec(config: BoomerangConfig, cost: SetupCost | None = None) -> KernelSpec:
     """The :class:`KernelSpec` of the Boomerang (``cost`` records the reference set-up)."""
     cost = SetupCost() if cost is None else cost
-    thinning = config.thinning
-    pdmp = boomerang.build_pdmp(
-        alpha=thinning.alpha,
-        max_evaluations=thinning.max_evaluations,
-        max_events_per_sample=thinning.max_events_per_sample,
-        min_gap=thinning.min_gap,
-        noise_margin=thinning.noise_margin,
-    )
+    pdmp = boomerang.build_pdmp(**asdict(config.thinning))
 
     def default_params(
         rng_key: PRNGKey, potential: SubsampledPotential
@@ -157,27 +141,16 @@ def boomerang_spec(config: BoomerangConfig, cost: SetupCost | None = None) -> Ke
             refresh_rate=config.refresh_rate,
         )
 
-    def warmup(
-        rng_key: PRNGKey,
-        state: PDMPState,
-        params: boomerang.BoomerangParams,
-        adapt: PDMPAdaptState,
-        info: PDMPInfo,
-        potential: SubsampledPotential,
-        window: WarmupWindow,
-    ) -> tuple[PDMPState, boomerang.BoomerangParams, PDMPAdaptState]:
-        target = config.target_evals_per_sample
-        params, adapt = adapt_tuning(params, adapt, info, target_evals=target, adapt_interval=True)
-        return state, params, adapt
-
     def start(rng_key: PRNGKey, potential: SubsampledPotential, params: Any) -> Array:
         reference = params.reference
         return reference.mean if config.start == "map" else reference.mean + reference.draw(rng_key)
 
+    adapted = config.sample_interval is None  # else nothing to adapt
+    warmup = interval_warmup(config.target_evals_per_sample) if adapted else None
     return pdmp_spec(
         pdmp,
         default_params=default_params,
-        warmup=warmup if config.sample_interval is None else None,
+        warmup=warmup,
         warmup_init=lambda state, params: init_adapt(state.position),
         start=None if config.start == "model" else start,
     )
@@ -239,16 +212,12 @@ class Boomerang(SubsampledKernel):
 
     Examples
     --------
-    >>> import jax, jax.numpy as jnp, numpyro, numpyro.distributions as dist
-    >>> from numpyro.infer import MCMC
-    >>> def model(y):
-    ...     mu = numpyro.sample("mu", dist.Normal(0, 10))
-    ...     with numpyro.plate("data", y.shape[0]) as idx:
-    ...         numpyro.sample("y", dist.Normal(mu, 1), obs=y[idx])
-    >>> mcmc = MCMC(Boomerang(model, subsample_size=20, control_variate=True),
-    ...             num_warmup=50, num_samples=100, progress_bar=False)
-    >>> mcmc.run(jax.random.key(0), jnp.ones(100))
-    >>> mcmc.get_samples()["mu"].shape
+    With a control variate, whose anchor is the reference's mean x*:
+
+    >>> from pplsamplers.datasets import tiny_regression
+    >>> model, run = tiny_regression()
+    >>> kernel = Boomerang(model, subsample_size=20, control_variate=True)
+    >>> run(kernel, num_warmup=50).get_samples()["mu"].shape
     (100,)
     """
 

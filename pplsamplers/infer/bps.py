@@ -10,7 +10,7 @@ A for the rest of warmup.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import jax
@@ -91,14 +91,7 @@ def welford_update(
 
 def bps_spec(config: BPSConfig) -> KernelSpec:
     """The :class:`KernelSpec` of BPS (σBPS with ``config.preconditioned``)."""
-    pdmp = bps.build_pdmp(
-        velocity_scale=config.velocity_scale,
-        alpha=config.alpha,
-        max_evaluations=config.max_evaluations,
-        max_events_per_sample=config.max_events_per_sample,
-        min_gap=config.min_gap,
-        noise_margin=config.noise_margin,
-    )
+    pdmp = bps.build_pdmp(velocity_scale=config.velocity_scale, **asdict(config.thinning))
     adapt_scale = config.t_init is None or config.max_extrapolation is None
     adapt_kwargs = dict(
         target_evals=config.target_evals_per_sample,
@@ -228,17 +221,13 @@ class BPS(SubsampledKernel):
 
     Examples
     --------
-    >>> import jax, jax.numpy as jnp, numpyro, numpyro.distributions as dist
-    >>> from numpyro.infer import MCMC
-    >>> def model(y):
-    ...     mu = numpyro.sample("mu", dist.Normal(0, 10))
-    ...     with numpyro.plate("data", y.shape[0]) as idx:
-    ...         numpyro.sample("y", dist.Normal(mu, 1), obs=y[idx])
-    >>> mcmc = MCMC(BPS(model, subsample_size=20), num_warmup=50, num_samples=100,
-    ...             progress_bar=False)
-    >>> mcmc.run(jax.random.key(0), jnp.ones(100))
-    >>> mcmc.get_samples()["mu"].shape
-    (100,)
+    Each draw comes with the exact time-average of the path over its interval:
+
+    >>> from pplsamplers.datasets import tiny_regression
+    >>> model, run = tiny_regression()
+    >>> mcmc = run(BPS(model, subsample_size=20), num_warmup=50)
+    >>> mcmc.get_samples()["mu"].shape, mcmc.get_extra_fields()["time_average"].shape
+    ((100,), (100, 1))
     """
 
     preconditioned = False
@@ -277,16 +266,12 @@ class SigmaBPS(BPS):
 
     Examples
     --------
-    >>> import jax, jax.numpy as jnp, numpyro, numpyro.distributions as dist
-    >>> from numpyro.infer import MCMC
-    >>> def model(y):
-    ...     mu = numpyro.sample("mu", dist.Normal(0, 10))
-    ...     with numpyro.plate("data", y.shape[0]) as idx:
-    ...         numpyro.sample("y", dist.Normal(mu, 1), obs=y[idx])
-    >>> kernel = SigmaBPS(model, subsample_size=100, precondition=None)  # raw coordinates
-    >>> mcmc = MCMC(kernel, num_warmup=100, num_samples=100, progress_bar=False)
-    >>> mcmc.run(jax.random.key(0), jnp.ones(100))
-    >>> round(float(mcmc.last_state.params.direction_scale[0]), 1)  # ≈ posterior sd 0.1
+    In the model's coordinates, A settles at the posterior sd (about 0.1):
+
+    >>> from pplsamplers.datasets import tiny_regression
+    >>> model, run = tiny_regression()
+    >>> mcmc = run(SigmaBPS(model, subsample_size=100, precondition=None))
+    >>> round(float(mcmc.last_state.params.direction_scale[0]), 1)
     0.1
     """
 

@@ -174,17 +174,14 @@ class HAMCMC(SubsampledKernel):
 
     Examples
     --------
-    >>> import jax, jax.numpy as jnp, numpyro, numpyro.distributions as dist
-    >>> from numpyro.infer import MCMC
-    >>> def model(y):
-    ...     mu = numpyro.sample("mu", dist.Normal(0, 10))
-    ...     with numpyro.plate("data", y.shape[0]) as idx:
-    ...         numpyro.sample("y", dist.Normal(mu, 1), obs=y[idx])
-    >>> kernel = HAMCMC(model, step_size=0.1, initial_scale=0.01, subsample_size=10)
-    >>> mcmc = MCMC(kernel, num_warmup=100, num_samples=100, progress_bar=False)
-    >>> mcmc.run(jax.random.key(0), jnp.ones(100))
-    >>> mcmc.get_samples()["mu"].shape
-    (100,)
+    A step costs two minibatch gradients, each of 2 × 10 per-datum terms with the control
+    variate (a small γ keeps the first SGLD steps stable):
+
+    >>> from pplsamplers.datasets import tiny_regression
+    >>> model, run = tiny_regression()
+    >>> mcmc = run(HAMCMC(model, step_size=0.1, initial_scale=0.01, subsample_size=10))
+    >>> mcmc.get_samples()["mu"].shape, int(mcmc.get_extra_fields()["data_evals"][-1])
+    ((100,), 40)
     """
 
     def __init__(
@@ -235,17 +232,12 @@ class SGRLD(SubsampledKernel):
 
     Examples
     --------
-    >>> import jax, jax.numpy as jnp, numpyro, numpyro.distributions as dist
-    >>> from numpyro.infer import MCMC
-    >>> def model(y):
-    ...     mu = numpyro.sample("mu", dist.Normal(0, 10))
-    ...     with numpyro.plate("data", y.shape[0]) as idx:
-    ...         numpyro.sample("y", dist.Normal(mu, 1), obs=y[idx])
-    >>> kernel = SGRLD(model, step_size=0.1, metric=jnp.array([[100.0]]), subsample_size=10)
-    >>> mcmc = MCMC(kernel, num_warmup=50, num_samples=50, progress_bar=False)
-    >>> mcmc.run(jax.random.key(0), jnp.ones(100))
-    >>> mcmc.get_samples()["mu"].shape
-    (50,)
+    With G = 100, a (D, D) matrix for D = 1:
+
+    >>> from pplsamplers.datasets import tiny_regression
+    >>> model, run = tiny_regression()
+    >>> run(SGRLD(model, metric=[[100.0]], subsample_size=10)).get_samples()["mu"].shape
+    (100,)
     """
 
     def __init__(

@@ -17,6 +17,7 @@ Warmup (DESIGN §3.3–3.4), run by the adapter after each warmup sample and fro
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any, NamedTuple
 
@@ -24,8 +25,8 @@ import jax
 import jax.numpy as jnp
 
 from pplsamplers import validation
-from pplsamplers.infer.spec import KernelSpec
-from pplsamplers.pdmp.builder import PDMP, ThinningOptions
+from pplsamplers.infer.spec import KernelSpec, WarmupWindow
+from pplsamplers.pdmp.builder import PDMP, PDMPState, ThinningOptions
 from pplsamplers.pdmp.events import PDMP_INFO_FIELDS, PDMPInfo
 from pplsamplers.potential import SubsampledPotential
 from pplsamplers.types import Array, PRNGKey
@@ -136,6 +137,27 @@ def adapt_tuning(
     return params, adapt
 
 
+def interval_warmup(target_evals: float) -> Callable:
+    """A :class:`~pplsamplers.infer.spec.KernelSpec` ``warmup`` that adapts Δ only, towards
+    ``target_evals`` rate evaluations per sample (the Boomerang's)."""
+
+    def warmup(
+        rng_key: PRNGKey,
+        state: PDMPState,
+        params: Any,
+        adapt: PDMPAdaptState,
+        info: PDMPInfo,
+        potential: SubsampledPotential,
+        window: WarmupWindow,
+    ) -> tuple[PDMPState, Any, PDMPAdaptState]:
+        params, adapt = adapt_tuning(
+            params, adapt, info, target_evals=target_evals, adapt_interval=True
+        )
+        return state, params, adapt
+
+    return warmup
+
+
 def time_scale_probe(rng_key: PRNGKey, potential: SubsampledPotential, x: Array, u: Array) -> Array:
     """τ_c = 1/√(|uᵀH̃u| + (u·∇Ũ)²), a BPS time scale along direction u, from one
     Hessian-vector product on a minibatch (cost n)."""
@@ -173,6 +195,7 @@ __all__ = [
     "config_from",
     "describe",
     "init_adapt",
+    "interval_warmup",
     "pdmp_spec",
     "time_scale_probe",
 ]

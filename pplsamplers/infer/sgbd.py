@@ -156,16 +156,11 @@ class SGBD(SubsampledKernel):
 
     Examples
     --------
-    >>> import jax, jax.numpy as jnp, numpyro, numpyro.distributions as dist
-    >>> from numpyro.infer import MCMC
-    >>> def model(y):
-    ...     mu = numpyro.sample("mu", dist.Normal(0, 10))
-    ...     with numpyro.plate("data", y.shape[0]) as idx:
-    ...         numpyro.sample("y", dist.Normal(mu, 1), obs=y[idx])
-    >>> mcmc = MCMC(SGBD(model, step_size=0.05, subsample_size=10), num_warmup=100,
-    ...             num_samples=100, progress_bar=False)
-    >>> mcmc.run(jax.random.key(0), jnp.ones(100))
-    >>> mcmc.get_samples()["mu"].shape
+    With a fixed σ (``step_size``) and minibatches of 10:
+
+    >>> from pplsamplers.datasets import tiny_regression
+    >>> model, run = tiny_regression()
+    >>> run(SGBD(model, step_size=0.05, subsample_size=10)).get_samples()["mu"].shape
     (100,)
     """
 
@@ -208,16 +203,11 @@ class CSGLD(SubsampledKernel):
 
     Examples
     --------
-    >>> import jax, jax.numpy as jnp, numpyro, numpyro.distributions as dist
-    >>> from numpyro.infer import MCMC
-    >>> def model(y):
-    ...     mu = numpyro.sample("mu", dist.Normal(0, 10))
-    ...     with numpyro.plate("data", y.shape[0]) as idx:
-    ...         numpyro.sample("y", dist.Normal(mu, 1), obs=y[idx])
-    >>> mcmc = MCMC(CSGLD(model, step_size=1e-3, subsample_size=10), num_warmup=100,
-    ...             num_samples=100, progress_bar=False)
-    >>> mcmc.run(jax.random.key(0), jnp.ones(100))
-    >>> mcmc.get_samples()["mu"].shape
+    c-SGLD injects only the noise that the minibatch gradient lacks:
+
+    >>> from pplsamplers.datasets import tiny_regression
+    >>> model, run = tiny_regression()
+    >>> run(CSGLD(model, step_size=1e-3, subsample_size=10)).get_samples()["mu"].shape
     (100,)
     """
 

@@ -124,16 +124,11 @@ class SGLD(SubsampledKernel):
 
     Examples
     --------
-    >>> import jax, jax.numpy as jnp, numpyro, numpyro.distributions as dist
-    >>> from numpyro.infer import MCMC
-    >>> def model(y):
-    ...     mu = numpyro.sample("mu", dist.Normal(0, 10))
-    ...     with numpyro.plate("data", y.shape[0]) as idx:
-    ...         numpyro.sample("y", dist.Normal(mu, 1), obs=y[idx])
-    >>> mcmc = MCMC(SGLD(model, step_size=1e-3, subsample_size=10), num_warmup=100,
-    ...             num_samples=100, progress_bar=False)
-    >>> mcmc.run(jax.random.key(0), jnp.ones(100))
-    >>> mcmc.get_samples()["mu"].shape
+    Ten of the 100 data per step, with a fixed step size:
+
+    >>> from pplsamplers.datasets import tiny_regression
+    >>> model, run = tiny_regression()
+    >>> run(SGLD(model, step_size=1e-3, subsample_size=10)).get_samples()["mu"].shape
     (100,)
     """
 

@@ -21,13 +21,14 @@ reference is N(0, I).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Unpack
 
 from pplsamplers.kernels.boomerang_reference import GaussianReference
 from pplsamplers.pdmp.builder import (
     PDMP,
     Dynamics,
     PDMPState,
+    ThinningArguments,
     ThinningOptions,
     build,
     make_pdmp_params,
@@ -107,34 +108,26 @@ def dynamics() -> Dynamics:
     )
 
 
-def build_pdmp(
-    *,
-    alpha: float = 1.5,
-    max_evaluations: int = 1000,
-    max_events_per_sample: int = 10_000,
-    min_gap: float | None = None,
-    noise_margin: float | None = None,
-) -> PDMP:
+def build_pdmp(**thinning: Unpack[ThinningArguments]) -> PDMP:
     """The Boomerang's ``(init, kernel, skeleton)`` from the structural
-    :class:`~pplsamplers.pdmp.builder.ThinningOptions`.
+    :class:`~pplsamplers.pdmp.builder.ThinningOptions`, given as keyword arguments
+    (:class:`~pplsamplers.pdmp.builder.ThinningArguments`).
 
     Examples
     --------
     With the target equal to the reference, ∇E = 0 and nothing bounces:
 
     >>> import jax, jax.numpy as jnp
-    >>> from pplsamplers.potential import build_potential
+    >>> from pplsamplers.datasets import tiny_potential
     >>> from pplsamplers.kernels.boomerang_reference import gaussian_reference
-    >>> terms = lambda x, idx: (0.5 * x @ x, jnp.zeros(idx.shape[0]))
-    >>> pot = build_potential(terms, dim=2, N=1, n=1, init_position=jnp.zeros(2))
+    >>> pot = tiny_potential(2)
     >>> params = make_params(gaussian_reference(jnp.zeros(2), jnp.ones(2)))
     >>> pdmp = build_pdmp()
     >>> state = pdmp.init(jax.random.key(0), jnp.ones(2), pot, params)
     >>> int(pdmp.kernel(jax.random.key(1), state, pot, params)[1].num_bounces)
     0
     """
-    options = ThinningOptions(alpha, max_evaluations, max_events_per_sample, min_gap, noise_margin)
-    return build(dynamics(), options)
+    return build(dynamics(), ThinningOptions(**thinning))
 
 
 __all__ = [

@@ -251,10 +251,9 @@ def build_reference(
 
     Examples
     --------
-    >>> import jax, jax.numpy as jnp
-    >>> from pplsamplers.potential import build_potential
-    >>> terms = lambda x, idx: (0.5 * x @ x, 0.5 * (x[0] - 1.0) ** 2 * jnp.ones(idx.shape[0]))
-    >>> pot = build_potential(terms, dim=2, N=4, n=4, init_position=jnp.zeros(2))
+    >>> import jax
+    >>> from pplsamplers.datasets import tiny_potential
+    >>> pot = tiny_potential(2, N=4, n=4, center=1.0)  # mode (0.8, 0), Hessian diag(5, 1)
     >>> ref = build_reference(jax.random.key(0), pot)
     >>> [round(float(m), 3) for m in ref.mean], [round(float(s), 3) for s in ref.variance]
     ([0.8, 0.0], [0.2, 1.0])

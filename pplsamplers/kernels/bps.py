@@ -20,7 +20,7 @@ time-averages of x and x² over the interval.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Unpack
 
 import jax.numpy as jnp
 
@@ -29,6 +29,7 @@ from pplsamplers.pdmp.builder import (
     PDMP,
     Dynamics,
     PDMPState,
+    ThinningArguments,
     ThinningOptions,
     build,
     make_pdmp_params,
@@ -106,27 +107,24 @@ def dynamics(velocity_scale: float = 1.0) -> Dynamics:
     )
 
 
-def build_pdmp(
-    *,
-    velocity_scale: float = 1.0,
-    alpha: float = 1.5,
-    max_evaluations: int = 1000,
-    max_events_per_sample: int = 10_000,
-    min_gap: float | None = None,
-    noise_margin: float | None = None,
-) -> PDMP:
+def build_pdmp(*, velocity_scale: float = 1.0, **thinning: Unpack[ThinningArguments]) -> PDMP:
     """BPS's ``(init, kernel, skeleton)`` from the structural options.
 
-    ``velocity_scale`` is s of N(0, s² I); the others are the
-    :class:`~pplsamplers.pdmp.builder.ThinningOptions` (``min_gap``/``noise_margin`` ``None``:
-    0 with a full batch, the noisy defaults with minibatches).
+    Parameters
+    ----------
+    velocity_scale
+        s > 0 of the velocity law N(0, s² I).
+    **thinning
+        The :class:`~pplsamplers.pdmp.builder.ThinningOptions` (``alpha``,
+        ``max_evaluations``, ``max_events_per_sample``, ``min_gap``, ``noise_margin``;
+        ``min_gap``/``noise_margin`` ``None``: 0 with a full batch, the noisy defaults with
+        minibatches).
 
     Examples
     --------
     >>> import jax, jax.numpy as jnp
-    >>> from pplsamplers.potential import build_potential
-    >>> terms = lambda x, idx: (0.5 * x @ x, jnp.zeros(idx.shape[0]))
-    >>> pot = build_potential(terms, dim=2, N=1, n=1, init_position=jnp.zeros(2))
+    >>> from pplsamplers.datasets import tiny_potential
+    >>> pot = tiny_potential(2)
     >>> pdmp, params = build_pdmp(alpha=1.0), make_params(2)
     >>> state = pdmp.init(jax.random.key(0), jnp.zeros(2), pot, params)
     >>> state, info = pdmp.kernel(jax.random.key(1), state, pot, params)
@@ -134,8 +132,7 @@ def build_pdmp(
     ((2,), (2,), 0)
     """
     validation.positive("velocity_scale", velocity_scale)
-    options = ThinningOptions(alpha, max_evaluations, max_events_per_sample, min_gap, noise_margin)
-    return build(dynamics(float(velocity_scale)), options)
+    return build(dynamics(float(velocity_scale)), ThinningOptions(**thinning))
 
 
 __all__ = [

@@ -211,9 +211,8 @@ def build_kernel(
     Examples
     --------
     >>> import jax, jax.numpy as jnp
-    >>> from pplsamplers.potential import build_potential
-    >>> terms = lambda x, idx: (0.5 * x @ x, jnp.zeros(idx.shape[0]))
-    >>> pot = build_potential(terms, dim=3, N=1, n=1, init_position=jnp.zeros(3))
+    >>> from pplsamplers.datasets import tiny_potential
+    >>> pot = tiny_potential(3)
     >>> params = HAMCMCParams(step_size=0.1)
     >>> kernel = build_kernel(memory_size=2)
     >>> state = init(jax.random.key(0), jnp.zeros(3), pot, params, memory_size=2)

@@ -47,8 +47,9 @@ from pplsamplers.kernels.sbps_events import (
 )
 from pplsamplers.pdmp import regression
 from pplsamplers.pdmp.driver import Skeleton, advance, run_skeleton
-from pplsamplers.pdmp.events import PDMPInfo
+from pplsamplers.pdmp.events import EventCounts, PDMPInfo, interval_diagnostics
 from pplsamplers.pdmp.flow import linear_flow, refresh_sphere
+from pplsamplers.pdmp.interpolation import ThinningStats
 from pplsamplers.potential import SubsampledPotential
 from pplsamplers.types import Array, PRNGKey
 
@@ -118,9 +119,8 @@ def init(
     Examples
     --------
     >>> import jax, jax.numpy as jnp
-    >>> from pplsamplers.potential import build_potential
-    >>> terms = lambda x, idx: (0.0, 0.5 * jnp.sum(x**2) * jnp.ones(idx.shape[0]))
-    >>> pot = build_potential(terms, dim=2, N=1, n=1, init_position=jnp.zeros(2))
+    >>> from pplsamplers.datasets import tiny_potential
+    >>> pot = tiny_potential(2)
     >>> params = SBPSParams(jnp.asarray(1.0), jnp.asarray(1.0), jnp.ones(2))
     >>> state = init(jax.random.key(0), jnp.ones(2), pot, params)
     >>> round(float(jnp.linalg.norm(state.velocity)), 5), int(state.observations.count)
@@ -201,23 +201,11 @@ def interval_info(out: Any, counts: SBPSCounts, n: int, interval: Array) -> PDMP
     ``horizon_cap_hits`` is 0 (SBPS has no horizon cap; its gap observations are counted in
     ``num_auxiliary`` with the Supp. E look-aheads).
     """
-    zero = jnp.zeros((), jnp.int32)
-    return PDMPInfo(
-        data_evals=(counts.observations + counts.bounces) * n,
-        num_proposals=counts.proposals,
-        num_bounces=counts.bounces,
-        num_refreshes=counts.refreshes,
-        rate_evals=counts.observations,
-        bound_violations=counts.violations,
-        max_rate_ratio=counts.max_ratio,
-        proposal_cap_hits=counts.knot_caps,
-        horizon_cap_hits=zero,
-        interval_capped=out.capped,
-        num_auxiliary=counts.auxiliary,
-        time_average=out.mean,
-        time_average_sq=out.mean_sq,
-        sample_interval=interval,
-    )
+    # the thinning PDMPs' counters, with every observation of G̃ as a rate evaluation
+    proposals = (counts.proposals, counts.observations, counts.violations, counts.max_ratio)
+    stats = ThinningStats(*proposals, counts.knot_caps, jnp.zeros((), jnp.int32))
+    events = EventCounts(stats, counts.bounces, counts.refreshes)
+    return interval_diagnostics(out, events, n, interval)._replace(num_auxiliary=counts.auxiliary)
 
 
 def build_kernel(
@@ -275,9 +263,8 @@ def build_kernel(
     A standard normal in 2-d with a full batch:
 
     >>> import jax, jax.numpy as jnp
-    >>> from pplsamplers.potential import build_potential
-    >>> terms = lambda x, idx: (0.0, 0.5 * jnp.sum(x**2) * jnp.ones(idx.shape[0]))
-    >>> pot = build_potential(terms, dim=2, N=1, n=1, init_position=jnp.zeros(2))
+    >>> from pplsamplers.datasets import tiny_potential
+    >>> pot = tiny_potential(2)
     >>> params = SBPSParams(jnp.asarray(1.0), jnp.asarray(1.0), jnp.ones(2))
     >>> kernel = build_kernel(k=3.0)
     >>> state = init(jax.random.key(0), jnp.ones(2), pot, params)
@@ -285,23 +272,7 @@ def build_kernel(
     >>> info.time_average.shape, bool(info.num_proposals >= 0)
     ((2,), True)
     """
-    options = SBPSOptions(
-        k=k,
-        relative_dt=relative_dt,
-        clamp_negative_slopes=clamp_negative_slopes,
-        auxiliary_observations=auxiliary_observations,
-        auxiliary_horizon=auxiliary_horizon,
-        max_observation_gap=max_observation_gap,
-        learn_slope_prior=learn_slope_prior,
-        slope_prior_step_size=slope_prior_step_size,
-        relative_noise_floor=relative_noise_floor,
-        averaging_window=averaging_window,
-        preconditioned=preconditioned,
-        rmsprop_decay=rmsprop_decay,
-        max_events_per_sample=max_events_per_sample,
-        knot_block_size=knot_block_size,
-        max_knot_blocks=max_knot_blocks,
-    )
+    options = SBPSOptions(**locals())  # the arguments are exactly SBPSOptions' fields
 
     def step(
         rng_key: PRNGKey, state: SBPSState, potential: SubsampledPotential, params: SBPSParams
@@ -357,9 +328,8 @@ def skeleton(
     Examples
     --------
     >>> import jax, jax.numpy as jnp
-    >>> from pplsamplers.potential import build_potential
-    >>> terms = lambda x, idx: (0.0, 0.5 * jnp.sum(x**2) * jnp.ones(idx.shape[0]))
-    >>> pot = build_potential(terms, dim=2, N=1, n=1, init_position=jnp.zeros(2))
+    >>> from pplsamplers.datasets import tiny_potential
+    >>> pot = tiny_potential(2, N=20, n=5)
     >>> params = SBPSParams(jnp.asarray(1.0), jnp.asarray(0.5), jnp.ones(2))
     >>> state = init(jax.random.key(1), jnp.ones(2), pot, params)
     >>> path, _ = skeleton(jax.random.key(0), state, pot, params, 50)

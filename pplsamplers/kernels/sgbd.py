@@ -208,10 +208,8 @@ def build_kernel(
     Examples
     --------
     >>> import jax, jax.numpy as jnp
-    >>> from pplsamplers.potential import build_potential
-    >>> data = jnp.linspace(-1.0, 1.0, 50)
-    >>> terms = lambda x, idx: (0.5 * x @ x, 0.5 * (data[idx] - x[0]) ** 2)
-    >>> pot = build_potential(terms, dim=1, N=50, n=10, init_position=jnp.zeros(1))
+    >>> from pplsamplers.datasets import tiny_potential
+    >>> pot = tiny_potential(1, N=50, n=10)
     >>> params = make_params(0.1, dim=1)
     >>> state = init(jax.random.key(0), jnp.zeros(1), pot, params)
     >>> state, info = build_kernel("corrected")(jax.random.key(1), state, pot, params)

@@ -61,9 +61,8 @@ def build_kernel() -> Callable[
     Examples
     --------
     >>> import jax, jax.numpy as jnp
-    >>> from pplsamplers.potential import build_potential
-    >>> terms = lambda x, idx: (0.5 * x @ x, jnp.zeros(idx.shape[0]))
-    >>> pot = build_potential(terms, dim=2, N=1, n=1, init_position=jnp.zeros(2))
+    >>> from pplsamplers.datasets import tiny_potential
+    >>> pot = tiny_potential(2)
     >>> params = SGLDParams(jnp.asarray(0.1), jnp.ones(2))
     >>> kernel = build_kernel()
     >>> state = init(jax.random.key(0), jnp.zeros(2), pot, params)

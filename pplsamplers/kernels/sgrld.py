@@ -129,8 +129,8 @@ def build_kernel(
     >>> params = make_params(0.5, G)
     >>> state = init(jax.random.key(0), jnp.ones(2), pot, params)
     >>> state, info = build_kernel()(jax.random.key(1), state, pot, params)
-    >>> state.position.shape, int(info.data_evals)
-    ((2,), 1)
+    >>> state.position.shape, int(state.iteration), int(info.data_evals)
+    ((2,), 1, 1)
     """
 
     def kernel(

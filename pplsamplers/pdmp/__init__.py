@@ -1,7 +1,8 @@
 """Shared PDMP machinery: flows, reflections, refreshment, grid discretisation, skeletons,
 and the one builder of the thinning PDMPs (:func:`build`)."""
 
-from pplsamplers.pdmp.builder import PDMP, Dynamics, PDMPParams, PDMPState, ThinningOptions, build
+from pplsamplers.pdmp import builder
+from pplsamplers.pdmp.builder import *  # noqa: F403  (the builder: builder.__all__)
 from pplsamplers.pdmp.driver import IntervalResult, Skeleton, advance, integrate, run_skeleton
 from pplsamplers.pdmp.flow import (
     Flow,
@@ -14,12 +15,6 @@ from pplsamplers.pdmp.flow import (
 from pplsamplers.pdmp.poisson import integrated_linear_rate, linear_rate_arrival
 
 __all__ = [
-    "PDMP",
-    "Dynamics",
-    "PDMPParams",
-    "PDMPState",
-    "ThinningOptions",
-    "build",
     "Flow",
     "IntervalResult",
     "Skeleton",
@@ -34,3 +29,4 @@ __all__ = [
     "refresh_sphere",
     "run_skeleton",
 ]
+__all__ += builder.__all__  # PDMP, Dynamics, PDMPParams, PDMPState, ThinningOptions, build, …

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict
 
 import jax.numpy as jnp
 
@@ -145,6 +145,30 @@ class ThinningOptions:
         margin = defaults["noise_margin"] if self.noise_margin is None else self.noise_margin
         return float(min_gap), float(margin)
 
+    def thinning_arguments(self, potential: SubsampledPotential) -> dict[str, Any]:
+        """The keyword arguments of
+        :func:`~pplsamplers.pdmp.interpolation.interpolation_thinning` for ``potential``:
+        ``alpha``, ``max_evaluations``, and ``min_gap`` and ``noise_margin`` resolved by
+        :meth:`noise_handling`."""
+        min_gap, noise_margin = self.noise_handling(potential)
+        return {
+            "alpha": self.alpha,
+            "max_evaluations": self.max_evaluations,
+            "min_gap": min_gap,
+            "noise_margin": noise_margin,
+        }
+
+
+class ThinningArguments(TypedDict, total=False):
+    """The fields of :class:`ThinningOptions` as keyword arguments (a kernel's
+    ``build_pdmp(**thinning)``); a missing one takes the :class:`ThinningOptions` default."""
+
+    alpha: float
+    max_evaluations: int
+    max_events_per_sample: int
+    min_gap: float | None
+    noise_margin: float | None
+
 
 class PDMP(NamedTuple):
     """What :func:`build` returns.
@@ -172,17 +196,15 @@ def build(dynamics: Dynamics, options: ThinningOptions | None = None) -> PDMP:
     A one-dimensional BPS on U(x) = x²/2:
 
     >>> import jax, jax.numpy as jnp
+    >>> from pplsamplers.datasets import tiny_potential
     >>> from pplsamplers.pdmp.flow import linear_flow, reflect, refresh_gaussian
-    >>> from pplsamplers.potential import build_potential
     >>> bps = Dynamics(
     ...     flow=lambda p: linear_flow(),
     ...     rate=lambda pot, p, x, v, idx: pot.directional(x, v, idx),
     ...     reflect=lambda pot, p, x, v, idx: reflect(v, pot.grad(x, idx)),
     ...     draw_velocity=lambda key, p, x: refresh_gaussian(key, jnp.ones_like(x)),
     ... )
-    >>> pdmp = build(bps, ThinningOptions(alpha=1.0))
-    >>> terms = lambda x, idx: (0.5 * x @ x, jnp.zeros(idx.shape[0]))
-    >>> pot = build_potential(terms, dim=1, N=1, n=1, init_position=jnp.zeros(1))
+    >>> pdmp, pot = build(bps, ThinningOptions(alpha=1.0)), tiny_potential(1)
     >>> params = PDMPParams(*(jnp.asarray(t) for t in (2.0, 0.1, 1.0, 1.0)))
     >>> state = pdmp.init(jax.random.key(0), jnp.ones(1), pot, params)
     >>> state, info = pdmp.kernel(jax.random.key(1), state, pot, params)
@@ -193,7 +215,8 @@ def build(dynamics: Dynamics, options: ThinningOptions | None = None) -> PDMP:
 
     def next_event(potential: SubsampledPotential, params: Any) -> tuple[Callable, Flow]:
         flow = dynamics.flow(params)
-        min_gap, noise_margin = options.noise_handling(potential)
+        thinning = options.thinning_arguments(potential)
+        noise_margin = thinning["noise_margin"]
 
         def noise_sd(per_example: Array) -> Array:
             if noise_margin == 0:
@@ -214,13 +237,8 @@ def build(dynamics: Dynamics, options: ThinningOptions | None = None) -> PDMP:
             reflect_at=lambda x, v, idx: dynamics.reflect(potential, params, x, v, idx),
             draw_velocity=lambda key, x: dynamics.draw_velocity(key, params, x),
             flow=flow,
-            refresh_rate=params.refresh_rate,
-            t_init=params.t_init,
-            max_extrapolation=params.max_extrapolation,
-            alpha=options.alpha,
-            max_evaluations=options.max_evaluations,
-            min_gap=min_gap,
-            noise_margin=noise_margin,
+            params=params,
+            **thinning,
         )
         return event, flow
 
@@ -278,6 +296,7 @@ __all__ = [
     "Dynamics",
     "PDMPParams",
     "PDMPState",
+    "ThinningArguments",
     "ThinningOptions",
     "build",
     "make_pdmp_params",

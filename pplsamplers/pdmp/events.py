@@ -51,14 +51,8 @@ def make_next_event(
     reflect_at: Callable[[Array, Array, Any], Array],
     draw_velocity: Callable[[PRNGKey, Array], Array],
     flow: Flow,
-    refresh_rate: Array,
-    t_init: Array,
-    max_extrapolation: Array,
-    alpha: float,
-    max_evaluations: int,
-    min_gap: float = 0.0,
-    noise_margin: float = 0.0,
-    violation_tol: float = 1e-8,
+    params: Any,
+    **thinning: Any,
 ) -> NextEventFn:
     """A next-event function for :func:`pplsamplers.pdmp.driver.advance` (Alg. 1 + Alg. 2).
 
@@ -77,12 +71,14 @@ def make_next_event(
         ``(key, x) -> v``: the refreshment law Φ(v) at position x.
     flow
         The deterministic flow.
-    refresh_rate
-        λ_ref ≥ 0 (traced; 0 never refreshes).
-    t_init, max_extrapolation
-        The envelope's start offset and horizon cap (traced).
-    alpha, max_evaluations, min_gap, noise_margin, violation_tol
-        See :func:`interpolation_thinning`.
+    params
+        The tunables (traced), a NamedTuple with the fields of
+        :class:`~pplsamplers.pdmp.builder.PDMPParams`: λ_ref = ``refresh_rate`` ≥ 0 (0 never
+        refreshes), and the envelope's start offset ``t_init`` and horizon cap
+        ``max_extrapolation``.
+    **thinning
+        The structural options of :func:`interpolation_thinning`: ``alpha``,
+        ``max_evaluations`` and optionally ``min_gap``, ``noise_margin``, ``violation_tol``.
     """
 
     def next_event(
@@ -90,7 +86,7 @@ def make_next_event(
     ) -> tuple[Array, Array, tuple[Envelope, EventCounts], Array]:
         envelope, counts = carry
         refresh_key, thin_key, velocity_key = jax.random.split(rng_key, 3)
-        rate = jnp.asarray(refresh_rate, x.dtype)
+        rate = jnp.asarray(params.refresh_rate, x.dtype)
         draw = jax.random.exponential(refresh_key, dtype=x.dtype)
         t_refresh = jnp.where(rate > 0, draw / jnp.where(rate > 0, rate, 1.0), jnp.inf)
         out = interpolation_thinning(
@@ -98,13 +94,9 @@ def make_next_event(
             rate_along(x, v),
             envelope,
             horizon=jnp.minimum(horizon, t_refresh),
-            alpha=alpha,
-            t_init=t_init,
-            max_extrapolation=max_extrapolation,
-            max_evaluations=max_evaluations,
-            min_gap=min_gap,
-            noise_margin=noise_margin,
-            violation_tol=violation_tol,
+            t_init=params.t_init,
+            max_extrapolation=params.max_extrapolation,
+            **thinning,
         )
         x_t, v_t = flow.move(x, v, out.time)
         bounced = lax.cond(out.accepted, lambda: reflect_at(x_t, v_t, out.aux), lambda: v_t)

@@ -12,7 +12,7 @@ with the minibatch potential ``Ũ(x) = global_term + (N/n) Σ_i per_datum_i``, w
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -217,8 +217,17 @@ def build_potential(
     )
 
 
-def _carry(new: SubsampledPotential, old: SubsampledPotential, cost: int) -> SubsampledPotential:
-    """``new`` with the fields of ``old`` that a rebuild from ``terms`` does not set."""
+_REBUILT = "dim N n init_position constrain unravel chunk_size anchor draw_init".split()
+"""The arguments of :func:`build_potential` that :func:`_rebuild` takes from the old potential."""
+
+
+def _rebuild(
+    old: SubsampledPotential, terms: TermsFn, cost: int, **changes: Any
+) -> SubsampledPotential:
+    """:func:`build_potential` on ``terms`` with ``old``'s arguments but ``changes``, and the
+    fields a rebuild from ``terms`` does not set carried over (``cost`` per datum)."""
+    kept = {name: getattr(old, name) for name in _REBUILT}
+    new = build_potential(terms, **(kept | changes))
     return new._replace(
         cost_per_datum=cost,
         unconstrain=old.unconstrain,
@@ -232,19 +241,7 @@ def with_batch_size(potential: SubsampledPotential, subsample_size: int) -> Subs
 
     Everything else (chunk size, anchor, preconditioning, cost per datum) is kept.
     """
-    new = build_potential(
-        potential.terms,
-        dim=potential.dim,
-        N=potential.N,
-        n=subsample_size,
-        init_position=potential.init_position,
-        constrain=potential.constrain,
-        unravel=potential.unravel,
-        chunk_size=potential.chunk_size,
-        anchor=potential.anchor,
-        draw_init=potential.draw_init,
-    )
-    return _carry(new, potential, potential.cost_per_datum)
+    return _rebuild(potential, potential.terms, potential.cost_per_datum, n=subsample_size)
 
 
 def with_control_variate(
@@ -289,19 +286,10 @@ def with_control_variate(
             per_datum - per_anchor - per_anchor_slope,
         )
 
-    new = build_potential(
-        terms,
-        dim=potential.dim,
-        N=potential.N,
-        n=potential.n,
-        init_position=potential.init_position,
-        constrain=potential.constrain,
-        unravel=potential.unravel,
-        chunk_size=potential.chunk_size if chunk_size is None else chunk_size,
-        anchor=anchor,
-        draw_init=potential.draw_init,
+    chunk_size = potential.chunk_size if chunk_size is None else chunk_size
+    return _rebuild(
+        potential, terms, 2 * potential.cost_per_datum, anchor=anchor, chunk_size=chunk_size
     )
-    return _carry(new, potential, 2 * potential.cost_per_datum)
 
 
 __all__ = [
