@@ -28,6 +28,7 @@ from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
 from pplsamplers.cache import enable_compilation_cache
+from pplsamplers.infer import metric as metrics
 from pplsamplers.infer.spec import KernelSpec, WarmupWindow
 from pplsamplers.infer.warmup import (
     Prepared,
@@ -36,7 +37,7 @@ from pplsamplers.infer.warmup import (
     prepare,
     starting_point,
 )
-from pplsamplers.potential import SubsampledPotential
+from pplsamplers.potential import SubsampledPotential, whiten
 from pplsamplers.types import Array, PRNGKey
 
 
@@ -49,7 +50,8 @@ class SamplerState(NamedTuple):
     state itself (``state.data_evals``): that is how NumPyro's ``extra_fields`` and ArviZ's
     ``sample_stats`` find them.  ``reverted`` flags a step whose result was not finite and
     was therefore rejected (``diverging`` is the same flag under NumPyro's name);
-    ``num_reverted`` counts them.
+    ``num_reverted`` counts them.  ``metric`` is the chain's own whitening x = c + L z,
+    which warmup refines from the chain's draws (``metric_stats``: the current window's).
     """
 
     z: Any
@@ -61,6 +63,8 @@ class SamplerState(NamedTuple):
     reverted: Array
     num_reverted: Array
     rng_key: Array
+    metric: metrics.Metric
+    metric_stats: metrics.MetricStats | None
 
     @property
     def diverging(self) -> Array:
@@ -182,11 +186,13 @@ class SubsampledKernel(MCMCKernel):
     ) -> SamplerState:
         enable_compilation_cache()  # persistent, per user; PPLSAMPLERS_NO_COMPILATION_CACHE=1
         prepared = self._prepare(model_args, model_kwargs or {})
-        sample_one = self.make_step(prepared, int(num_warmup))
-        if is_prng_key(rng_key):
-            self._sample_fn = sample_one
+        sample_chains = self.make_step(prepared, int(num_warmup))
+        if is_prng_key(rng_key):  # one chain (sequential or parallel): a batch of one
+            self._sample_fn = lambda state: jax.tree.map(
+                lambda leaf: leaf[0], sample_chains(jax.tree.map(lambda leaf: leaf[None], state))
+            )
             return self.init_chain(rng_key, init_params, prepared)
-        self._sample_fn = jax.vmap(sample_one)
+        self._sample_fn = sample_chains
         chains = [
             self.init_chain(
                 key,
@@ -212,6 +218,7 @@ class SubsampledKernel(MCMCKernel):
         potential, spec = prepared.potential, self.spec
         position = starting_point(start_key, init_params, prepared, spec)
         params = prepared.params
+        metric = metrics.Metric(prepared.center, prepared.factor)
         kernel_state = spec.init(kernel_key, position, potential, params)
         kernel = spec.build_kernel()
         shapes = jax.eval_shape(
@@ -228,28 +235,36 @@ class SubsampledKernel(MCMCKernel):
             reverted=jnp.asarray(False),
             num_reverted=jnp.asarray(0),
             rng_key=chain_key,
+            metric=metric,
+            metric_stats=metrics.init_stats(metric) if prepared.adapt_metric else None,
         )
 
     def make_step(
         self, prepared: Prepared, num_warmup: int
     ) -> Callable[[SamplerState], SamplerState]:
-        """One MCMC step of one chain: kernel, rejection of non-finite steps, warmup update."""
-        spec, potential = self.spec, prepared.potential
+        """One MCMC step of a batch of chains (leading axis; they share ``iteration``).
+
+        Each chain moves by the kernel, and a step that is not finite is rejected.  During
+        warmup the sampler's own warmup updates its params, and at window ends each chain's
+        metric is refined from its draws (:mod:`pplsamplers.infer.metric`).  The stages are
+        ``lax.cond`` on the shared iteration *outside* the ``vmap`` over chains, so after
+        warmup no warmup work is computed (a ``cond`` inside ``vmap`` runs both branches).
+        """
+        spec = self.spec
         kernel = spec.build_kernel()
-        warmup = spec.warmup
-        cost = potential.cost_per_datum
+        warmup = spec.warmup if num_warmup > 0 else None
+        cost = prepared.potential.cost_per_datum
+        ends = metrics.window_ends(num_warmup) if prepared.adapt_metric else ()
+        first_draw = metrics.window_start(num_warmup)
 
-        def adapt(key: PRNGKey, state: SamplerState, kernel_state: Any, info: Any) -> tuple:
-            window = WarmupWindow(state.iteration, num_warmup)
-            return warmup(
-                key, kernel_state, state.params, state.adapt_state, info, potential, window
-            )
+        def potential_of(metric: metrics.Metric) -> SubsampledPotential:
+            if not ends:
+                return prepared.potential
+            return whiten(prepared.batched, metric.center, metric.factor)
 
-        def keep(key: PRNGKey, state: SamplerState, kernel_state: Any, info: Any) -> tuple:
-            return kernel_state, state.params, state.adapt_state
-
-        def sample_one(state: SamplerState) -> SamplerState:
-            rng_key, step_key, warmup_key = jax.random.split(state.rng_key, 3)
+        def move(state: SamplerState) -> tuple[SamplerState, Array]:
+            rng_key, step_key, *stage_keys = jax.random.split(state.rng_key, 4)
+            potential = potential_of(state.metric)
             new_state, info = kernel(step_key, state.kernel_state, potential, state.params)
             finite = _finite(new_state)
             new_state = jax.tree.map(
@@ -257,25 +272,67 @@ class SubsampledKernel(MCMCKernel):
             )
             if cost != 1:  # control variates evaluate each datum at x and at the anchor
                 info = info._replace(data_evals=info.data_evals * cost)
-            params, adapt_state = state.params, state.adapt_state
-            if warmup is not None and num_warmup > 0:
-                new_state, params, adapt_state = jax.lax.cond(
-                    state.iteration < num_warmup, adapt, keep, warmup_key, state, new_state, info
-                )
-            info = model_time_averages(info, prepared)
-            return SamplerState(
+            moved = state._replace(
                 z=potential.unravel(spec.position(new_state)),
                 kernel_state=new_state,
-                params=params,
-                adapt_state=adapt_state,
                 info=info,
                 iteration=state.iteration + 1,
                 reverted=~finite,
                 num_reverted=state.num_reverted + (~finite).astype(jnp.int32),
                 rng_key=rng_key,
             )
+            return moved, jnp.stack(stage_keys)
 
-        return sample_one
+        def adapt(state: SamplerState, keys: Array) -> SamplerState:
+            window = WarmupWindow(state.iteration - 1, num_warmup)
+            kernel_state, params, adapt_state = warmup(
+                keys[0],
+                state.kernel_state,
+                state.params,
+                state.adapt_state,
+                state.info,
+                potential_of(state.metric),
+                window,
+            )
+            return state._replace(kernel_state=kernel_state, params=params, adapt_state=adapt_state)
+
+        def in_model_coordinates(state: SamplerState) -> SamplerState:
+            metric = state.metric
+            return state._replace(info=model_time_averages(state.info, *metric))
+
+        def collect(state: SamplerState, keys: Array) -> SamplerState:
+            stats = metrics.accumulate(state.metric_stats, spec.position(state.kernel_state))
+            return state._replace(metric_stats=stats)
+
+        def refine(state: SamplerState, keys: Array) -> SamplerState:
+            metric, shift, root, _ = metrics.refine(state.metric, state.metric_stats)
+            position = metrics.map_position(spec.position(state.kernel_state), shift, root)
+            kernel_state = spec.init(keys[1], position, potential_of(metric), state.params)
+            return state._replace(
+                kernel_state=kernel_state,
+                adapt_state=spec.warmup_init(kernel_state, state.params),
+                metric=metric,
+                metric_stats=metrics.init_stats(metric),
+            )
+
+        def stage(when: Array, update: Callable, states: SamplerState, keys: Array):
+            return jax.lax.cond(when, jax.vmap(update), lambda s, k: s, states, keys)
+
+        def sample_chains(states: SamplerState) -> SamplerState:
+            iteration = states.iteration[0]  # the chains step together
+            states, keys = (
+                jax.lax.map(move, states) if spec.chains_in_turn else jax.vmap(move)(states)
+            )
+            if warmup is not None:
+                states = stage(iteration < num_warmup, adapt, states, keys)
+            states = jax.vmap(in_model_coordinates)(states)
+            if ends:
+                collecting = (iteration >= first_draw) & (iteration <= ends[-1])
+                states = stage(collecting, collect, states, keys)
+                states = stage(jnp.isin(iteration, jnp.asarray(ends)), refine, states, keys)
+            return states
+
+        return sample_chains
 
 
 def _same(a: Any, b: Any) -> bool:

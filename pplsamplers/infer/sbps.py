@@ -159,6 +159,7 @@ def sbps_spec(config: SBPSConfig) -> KernelSpec:
         diagnostic_fields=PDMP_INFO_FIELDS,
         describe=describe,
         start=start,
+        chains_in_turn=True,
     )
 
 
@@ -215,15 +216,11 @@ class SBPS(SubsampledKernel):
 
     Examples
     --------
-    >>> import jax, jax.numpy as jnp, numpyro, numpyro.distributions as dist
-    >>> from numpyro.infer import MCMC
-    >>> def model(y):
-    ...     mu = numpyro.sample("mu", dist.Normal(0, 10))
-    ...     with numpyro.plate("data", y.shape[0]) as idx:
-    ...         numpyro.sample("y", dist.Normal(mu, 1), obs=y[idx])
-    >>> mcmc = MCMC(SBPS(model, subsample_size=10), num_warmup=50, num_samples=50,
-    ...             progress_bar=False)
-    >>> mcmc.run(jax.random.key(0), jnp.ones(100))
+    Δ and λ_r are adapted during warmup, then frozen:
+
+    >>> from pplsamplers.datasets import tiny_regression
+    >>> model, run = tiny_regression()
+    >>> mcmc = run(SBPS(model, subsample_size=10), num_warmup=50, num_samples=50)
     >>> mcmc.get_samples()["mu"].shape
     (50,)
     """

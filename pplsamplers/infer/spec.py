@@ -76,6 +76,10 @@ class KernelSpec(NamedTuple):
     start
         ``(rng_key, potential, params) -> position`` when the sampler has its own starting
         point (e.g. the Boomerang's reference mean), or ``None`` for the adapter's.
+    chains_in_turn
+        Whether vectorised chains step one after the other (``lax.map``) instead of as one
+        batched program (``vmap``): for event-driven kernels, whose batched step would run
+        both branches of every ``cond`` and every chain's loops as long as the slowest's.
     """
 
     init: Callable[[PRNGKey, Array, SubsampledPotential, Any], Any]
@@ -87,6 +91,7 @@ class KernelSpec(NamedTuple):
     describe: Callable[[Any], str] | None = None
     position: Callable[[Any], Array] = position_field
     start: Callable[[PRNGKey, SubsampledPotential, Any], Array | None] | None = None
+    chains_in_turn: bool = False
 
 
 __all__ = ["Kernel", "KernelSpec", "WarmupWindow", "no_warmup_init", "position_field"]

@@ -122,7 +122,12 @@ class Prepared(NamedTuple):
     """Whether the kernel's coordinates are scaled by a posterior-scale estimate."""
     center: Array
     factor: Array
-    """x = center + factor z (``factor`` (D,) diagonal or (D, D))."""
+    """x = center + factor z (``factor`` (D,) diagonal or (D, D) lower triangular)."""
+    batched: SubsampledPotential
+    """``potential`` before whitening (model coordinates x, batch size, control variate)."""
+    adapt_metric: bool
+    """Whether each chain refines (center, factor) from its warmup draws
+    (:mod:`pplsamplers.infer.metric`): with a preconditioner chosen by the library."""
 
 
 def _user_factor(precondition: Any, dim: int, dtype: Any) -> Array:
@@ -304,6 +309,10 @@ def _prepare_shared(options: SamplerOptions, model_args: tuple, model_kwargs: di
         notes["precondition"] = "the given covariance"
     if precondition is None and mode is None:
         center = jnp.zeros(base.dim, dtype)
+    if isinstance(precondition, str):
+        notes["precondition"] += "; refined from each chain's draws in NumPyro's warmup windows"
+    if factor.ndim == 2 and not bool(jnp.array_equal(factor, jnp.tril(factor))):
+        factor = jnp.linalg.cholesky(factor @ factor.T)  # same metric, triangular: traceable
     if mode is not None and isinstance(precondition, str):
         # an exact convergence test in posterior sds, and a polish: a few passes
         polished = find_map(jax.random.PRNGKey(PREPARE_SEED), base, mode, scale=factor)
@@ -347,10 +356,12 @@ def _prepare_shared(options: SamplerOptions, model_args: tuple, model_kwargs: di
         precondition is not None,
         center,
         factor,
+        batched,
+        isinstance(precondition, str),
     )
 
 
-def model_time_averages(info: Any, prepared: Prepared) -> Any:
+def model_time_averages(info: Any, center: Array, factor: Array) -> Any:
     """A PDMP's exact interval averages of z and z² (SBPS eq. 19) mapped to x = c + L z.
 
     The mean maps exactly.  The average of x² needs the interval's cross moments of z when L
@@ -358,7 +369,6 @@ def model_time_averages(info: Any, prepared: Prepared) -> Any:
     """
     if not hasattr(info, "time_average"):
         return info
-    center, factor = prepared.center, prepared.factor
     mean_z, square_z = info.time_average, info.time_average_sq
     if factor.ndim == 1:
         mean_x = center + factor * mean_z

@@ -19,7 +19,7 @@ from pplsamplers.potential.model import (
     make_potential,
     model_info,
 )
-from pplsamplers.potential.precondition import with_preconditioner
+from pplsamplers.potential.precondition import whiten, with_preconditioner
 from pplsamplers.potential.sharding import shard_data
 from pplsamplers.potential.subsampled import (
     SubsampledPotential,
@@ -54,6 +54,7 @@ __all__ = [
     "full_hessian",
     "posterior_scale",
     "suggest_batch_size",
+    "whiten",
     "with_preconditioner",
     "shard_data",
 ]

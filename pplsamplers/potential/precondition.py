@@ -23,14 +23,17 @@ from pplsamplers.potential.subsampled import SubsampledPotential, build_potentia
 from pplsamplers.types import Array
 
 
-def _affine_maps(center: Array, factor: Array):
-    """(z -> c + L z, x -> L⁻¹(x - c)) on arrays of shape ``(..., D)``."""
+def _affine_maps(center: Array, factor: Array, triangular: bool | None = None):
+    """(z -> c + L z, x -> L⁻¹(x - c)) on arrays of shape ``(..., D)``; ``triangular=None``
+    looks at (a concrete) L, ``True`` takes it as lower triangular (traceable)."""
     if factor.ndim == 1:
         return (lambda z: center + factor * z), (lambda x: (x - center) / factor)
     dim = factor.shape[0]
     to_x = lambda z: center + z @ factor.T
-    host = np.asarray(factor)
-    if np.array_equal(host, np.tril(host)):  # a Cholesky factor: a triangular solve
+    if triangular is None:
+        host = np.asarray(factor)
+        triangular = bool(np.array_equal(host, np.tril(host)))
+    if triangular:  # a Cholesky factor: a triangular solve
         solve = lambda b: solve_triangular(factor, b, lower=True)
     else:
         lu = lu_factor(factor)
@@ -127,7 +130,33 @@ def with_preconditioner(
     _check(center, factor, potential.dim)
     if init not in ("laplace", "model"):
         raise ValueError(f"init must be 'laplace' or 'model'; got {init!r}.")
-    to_x, to_z = _affine_maps(center, factor)
+    return whiten(potential, center, factor, init=init, triangular=None)
+
+
+def whiten(
+    potential: SubsampledPotential,
+    center: Array,
+    factor: Array,
+    *,
+    init: Literal["laplace", "model"] = "laplace",
+    triangular: bool | None = True,
+) -> SubsampledPotential:
+    """:func:`with_preconditioner` without its checks, for a traced ``center`` and a
+    diagonal or lower-triangular traced ``factor`` (``triangular=True``): the adapter
+    rebuilds the whitened potential each step from the chain's own metric, which warmup
+    refines (:mod:`pplsamplers.infer.metric`).
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> from pplsamplers.potential import build_potential
+    >>> terms = lambda x, idx: (0.5 * jnp.sum(x**2), jnp.zeros(idx.shape))
+    >>> pot = build_potential(terms, dim=2, N=4, n=4, init_position=jnp.zeros(2))
+    >>> whiten(pot, jnp.ones(2), jnp.array([[2.0, 0.0], [1.0, 1.0]])).to_model(jnp.ones(2))
+    Array([3., 3.], dtype=float32)
+    """
+    dtype = jnp.asarray(potential.init_position).dtype
+    to_x, to_z = _affine_maps(center, factor, triangular)
     base = potential
 
     def terms(z: Array, idx: Array) -> tuple[Array, Array]:
@@ -161,4 +190,4 @@ def with_preconditioner(
     )
 
 
-__all__ = ["with_preconditioner"]
+__all__ = ["whiten", "with_preconditioner"]

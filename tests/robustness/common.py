@@ -266,10 +266,11 @@ def cell(sampler: str, model: str) -> Cell:
 KNOWN_MISSES = {
     "hierarchical": (
         "known, not fixed (issue 14): the 304-dimensional hierarchical posterior is far from "
-        "its Laplace approximation at the joint mode, so the whitened kernels mix too slowly "
-        "for 2 x 500 draws (errors of 5-30 sd, ESS < 10); every such run warns (the self-check "
-        "test of this cell is strict). Refining the preconditioner from the chain's own draws "
-        "in warmup windows is the missing piece."
+        "its Laplace approximation at the joint mode (tau 4.5 there, 0.72 +- 0.05 in the "
+        "posterior). Each chain refines its metric from its warmup draws (infer/metric.py): "
+        "BPS and sigmaBPS then end 0.6-0.8 sd from the reference on tau, SGBD 4 sd, SGLD 17 "
+        "sd, and HAMCMC diverges, with ESS < 20 in 2 x 500 draws; every such run warns (the "
+        "self-check test of this cell is strict). AutoSampler picks NUTS here and is strict."
     ),
     "ordinal": (
         "known, not fixed (issue 14): on the ordinal model with flat cutpoints the whitened "
@@ -280,6 +281,10 @@ KNOWN_MISSES = {
 """Models on which the defaults are measured wrong today, with the reason; the strict
 tolerance test is an expected failure there (not strict: a pass is reported as XPASS)."""
 
+STRICT_CELLS = {("auto", "hierarchical")}
+"""Cells of a known-miss model that must pass anyway: AutoSampler chooses full-data NUTS on
+the hierarchical model (D > 50, Laplace misfit > 0.5, N <= 1e5; select/competence.py)."""
+
 
 def tolerance_cells(cells: list[tuple[str, str]]) -> list:
     """``cells`` as pytest params, the known misses marked ``xfail`` with their reason."""
@@ -287,7 +292,7 @@ def tolerance_cells(cells: list[tuple[str, str]]) -> list:
 
     return [
         pytest.param(s, m, marks=pytest.mark.xfail(reason=KNOWN_MISSES[m], strict=False))
-        if m in KNOWN_MISSES
+        if m in KNOWN_MISSES and (s, m) not in STRICT_CELLS
         else pytest.param(s, m)
         for s, m in cells
     ]

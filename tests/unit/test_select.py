@@ -112,6 +112,10 @@ def _features(**changes):
         (dict(mode_count=3), "sbps", "separated modes"),
         (dict(quadratic_misfit=3.0, correlation_condition=500.0), "sbps", "non-Gaussian"),
         (dict(curvature_spread=1e3, quadratic_misfit=0.3), "psbps", "rescales"),
+        (dict(dim=304, quadratic_misfit=1.8, num_data=10_000), "nuts", "hierarchical"),
+        # the same posterior at N = 10⁶: NUTS is not affordable, the minibatch kernels rank
+        (dict(dim=304, quadratic_misfit=1.8, num_data=10**6), "sbps", "non-Gaussian"),
+        (dict(dim=20, quadratic_misfit=1.8, num_data=10_000), "sbps", "non-Gaussian"),
     ],
 )
 def test_every_competence_branch(changes, best, phrase):

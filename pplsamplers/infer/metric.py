@@ -1,0 +1,157 @@
+"""Windowed refinement of the preconditioner from the chain's own draws (DESIGN §8).
+
+The shared warmup whitens the potential with the Laplace approximation at the mode,
+x = c + L z.  Where the posterior is far from Gaussian (a hierarchical scale, whose joint
+mode sits far from the posterior mass), that first metric is wrong in place and in scale.
+As NUTS does with its mass matrix, each chain then refines (c, L) from its own warmup
+draws, in NumPyro's windows (:func:`numpyro.infer.hmc_util.build_adaptation_schedule`:
+an initial buffer, doubling slow windows, a terminal buffer for the kernel's own knob).
+At the end of each slow window, with m and C the mean and covariance of the window's
+draws of z (Welford),
+
+    C̃ = (n C_λ + 5 I) / (n + 5),   C_λ = (1 − λ) C + λ diag(C),   λ = min(1, D / n),    (1)
+    c ← c + L m,    L ← L chol(C̃)    (a diagonal L: L ← L √diag(C̃)),
+
+Stan's regularisation toward the current metric (I in z) plus a shrinkage of the
+correlations when the window has few draws for D, where n is the window's *effective*
+number of draws, n (1 − ρ̄)/(1 + ρ̄) with ρ̄ the mean lag-1 autocorrelation: a slowly mixing
+minibatch chain's 100 draws may be worth 3, and must not overwrite a good Laplace metric.  The chain's position is mapped to the
+new coordinates (x is unchanged) and the kernel is re-initialised there.  A non-finite
+update (a diverged window) keeps the old metric.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from numpyro.infer.hmc_util import build_adaptation_schedule
+
+from pplsamplers.types import Array
+
+REGULARIZATION = 5.0
+"""Stan's prior weight of the current metric, in draws (eq. 1)."""
+
+
+class Metric(NamedTuple):
+    """x = ``center`` + ``factor`` z; ``factor`` is a (D,) diagonal or (D, D) lower
+    triangular matrix."""
+
+    center: Array
+    factor: Array
+
+
+class MetricStats(NamedTuple):
+    """Welford accumulators of the current window's draws of z, and the lag-1 products
+    that give their autocorrelation (the window's effective number of draws)."""
+
+    count: Array
+    mean: Array
+    scatter: Array
+    previous: Array
+    lag_product: Array
+
+
+def window_ends(num_warmup: int) -> tuple[int, ...]:
+    """The 0-based iterations after which the metric is refined: the ends of NumPyro's slow
+    windows (none when the warmup is too short for one)."""
+    windows = build_adaptation_schedule(int(num_warmup)) if num_warmup > 0 else []
+    return tuple(int(w.end) for w in windows[1:-1])
+
+
+def window_start(num_warmup: int) -> int:
+    """The first iteration whose draw enters a window (the end of the initial buffer)."""
+    windows = build_adaptation_schedule(int(num_warmup)) if num_warmup > 0 else []
+    return int(windows[1].start) if len(windows) > 2 else int(num_warmup)
+
+
+def init_stats(metric: Metric) -> MetricStats:
+    """Empty accumulators shaped like ``metric`` (dense scatter for a dense factor)."""
+    dim = metric.center.shape[0]
+    zero = jnp.zeros((), metric.center.dtype)
+    shape = (dim, dim) if metric.factor.ndim == 2 else (dim,)
+    empty = jnp.zeros_like(metric.center)
+    return MetricStats(zero, empty, jnp.zeros(shape, zero.dtype), empty, empty)
+
+
+def accumulate(stats: MetricStats, z: Array) -> MetricStats:
+    """Add one draw z to the window's mean and scatter (Welford)."""
+    count = stats.count + 1
+    delta = z - stats.mean
+    mean = stats.mean + delta / count
+    if stats.scatter.ndim == 2:
+        scatter = stats.scatter + jnp.outer(delta, z - mean)
+    else:
+        scatter = stats.scatter + delta * (z - mean)
+    lag_product = stats.lag_product + jnp.where(stats.count > 0, z * stats.previous, 0.0)
+    return MetricStats(count, mean, scatter, z, lag_product)
+
+
+def effective_count(stats: MetricStats) -> Array:
+    """n (1 − ρ̄) / (1 + ρ̄), with ρ̄ the mean lag-1 autocorrelation of the coordinates
+    (an AR(1) effective sample size): the weight the window's estimate deserves."""
+    count = jnp.maximum(stats.count, 2.0)
+    variance = jnp.diag(stats.scatter) if stats.scatter.ndim == 2 else stats.scatter
+    variance = variance / (count - 1)
+    lagged = stats.lag_product / (count - 1) - stats.mean**2
+    rho = jnp.clip(lagged / jnp.maximum(variance, 1e-30), 0.0, 0.99)
+    rho = jnp.mean(rho)
+    return jnp.maximum(1.0, stats.count * (1.0 - rho) / (1.0 + rho))
+
+
+def refine(metric: Metric, stats: MetricStats) -> tuple[Metric, Array, Array, Array]:
+    """The refined metric (eq. 1) and the map of positions to it.
+
+    Returns ``(metric, shift, root, ok)``: z_new = root⁻¹ (z − shift) for a dense root
+    (lower triangular), (z − shift) / root for a diagonal one; ``ok`` is False (and the
+    metric unchanged, root = 1, shift = 0) when the window's statistics are not finite.
+    """
+    count = jnp.maximum(stats.count, 2.0)
+    dim = metric.center.shape[0]
+    effective = effective_count(stats)
+    weight = effective / (effective + REGULARIZATION)
+    if stats.scatter.ndim == 2:
+        covariance = stats.scatter / (count - 1)
+        covariance = 0.5 * (covariance + covariance.T)
+        shrink = jnp.minimum(1.0, dim / effective)
+        diagonal = jnp.diag(jnp.diag(covariance))
+        shrunk = (1.0 - shrink) * covariance + shrink * diagonal
+        regularized = weight * shrunk + (1.0 - weight) * jnp.eye(dim, dtype=shrunk.dtype)
+        root = jnp.linalg.cholesky(regularized)
+    else:
+        variance = stats.scatter / (count - 1)
+        root = jnp.sqrt(weight * variance + (1.0 - weight))
+    shift = stats.mean
+    if metric.factor.ndim == 2:
+        dense_root = root if root.ndim == 2 else jnp.diag(root)
+        factor = metric.factor @ dense_root
+        center = metric.center + metric.factor @ shift
+    else:
+        factor = metric.factor * root
+        center = metric.center + metric.factor * shift
+    ok = jnp.all(jnp.isfinite(factor)) & jnp.all(jnp.isfinite(center)) & (stats.count >= 2)
+    keep = lambda new, old: jnp.where(ok, new, old)
+    refined = Metric(keep(center, metric.center), keep(factor, metric.factor))
+    identity = jnp.eye(dim, dtype=root.dtype) if root.ndim == 2 else jnp.ones_like(root)
+    return refined, keep(shift, jnp.zeros_like(shift)), keep(root, identity), ok
+
+
+def map_position(z: Array, shift: Array, root: Array) -> Array:
+    """z in the old coordinates -> the same x in the refined ones (see :func:`refine`)."""
+    if root.ndim == 2:
+        return jax.scipy.linalg.solve_triangular(root, z - shift, lower=True)
+    return (z - shift) / root
+
+
+__all__ = [
+    "Metric",
+    "MetricStats",
+    "accumulate",
+    "effective_count",
+    "init_stats",
+    "map_position",
+    "refine",
+    "window_ends",
+    "window_start",
+]
