@@ -308,9 +308,10 @@ class SubsampledKernel(MCMCKernel):
             metric, shift, root, _ = metrics.refine(state.metric, state.metric_stats)
             position = metrics.map_position(spec.position(state.kernel_state), shift, root)
             kernel_state = spec.init(keys[1], position, potential_of(metric), state.params)
+            # the sampler's own warmup statistics (e.g. pSGLD's RMSprop average) carry over:
+            # restarting them from one draw left pSGLD's frozen metric noisy
             return state._replace(
                 kernel_state=kernel_state,
-                adapt_state=spec.warmup_init(kernel_state, state.params),
                 metric=metric,
                 metric_stats=metrics.init_stats(metric),
             )
