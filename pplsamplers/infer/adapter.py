@@ -258,7 +258,8 @@ class SubsampledKernel(MCMCKernel):
         first_draw = metrics.window_start(num_warmup)
 
         def potential_of(metric: metrics.Metric) -> SubsampledPotential:
-            if not ends:
+            # a state's refined metric holds after warmup too (post_warmup_state, resume)
+            if not prepared.adapt_metric:
                 return prepared.potential
             return whiten(prepared.batched, metric.center, metric.factor)
 
