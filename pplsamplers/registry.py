@@ -36,14 +36,16 @@ from pplsamplers.infer import (
     Boomerang,
     SigmaBPS,
 )
-from pplsamplers.potential import all_data_model
+from pplsamplers.potential import all_data_model, with_support_checks
 
 
 def full_data_nuts(model: Callable, **options: Any) -> MCMCKernel:
     """NumPyro's NUTS on ``model`` with its plates un-subsampled (NUTS needs all the data).
 
     Minibatch options are refused with the reason; ``discrete=True`` wraps it in
-    ``DiscreteHMCGibbs``.
+    ``DiscreteHMCGibbs``; ``check_support=("y",)`` makes the density zero where an observed
+    value of those sites leaves its support (for supports that depend on the latents, which
+    NumPyro checks only with ``validate_args=True``).
     """
     options = {k: v for k, v in options.items() if v is not None}
     for name in ("subsample_size", "data_plate", "precondition"):
@@ -53,7 +55,8 @@ def full_data_nuts(model: Callable, **options: Any) -> MCMCKernel:
     if options.pop("control_variate", None) not in (None, False, "auto"):
         raise ValueError("control_variate applies to minibatch kernels, not NUTS.")
     discrete = options.pop("discrete", False)
-    kernel = NUTS(all_data_model(model), **options)
+    checked = with_support_checks(model, tuple(options.pop("check_support", ())))
+    kernel = NUTS(all_data_model(checked), **options)
     return DiscreteHMCGibbs(kernel) if discrete else kernel
 
 

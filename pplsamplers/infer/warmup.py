@@ -40,6 +40,7 @@ from pplsamplers.infer.spec import KernelSpec
 from pplsamplers.potential import (
     SubsampledPotential,
     check_position,
+    edge_error,
     find_map,
     flatten_init_params,
     full_data_model,
@@ -161,6 +162,8 @@ def _base(options: SamplerOptions, model_args: tuple, model_kwargs: dict) -> tup
         data_plate=options.data_plate,
         **({} if options.init_strategy is None else {"init_strategy": options.init_strategy}),
     )
+    if view.info.edge_sites:
+        raise edge_error(view.info.edge_sites, "a minibatch sampler")
     potential = make_potential(view)  # validates the data (one pass over N)
     n = options.subsample_size or view.info.model_subsample_size
     if n is not None and not 0 < n <= potential.N:

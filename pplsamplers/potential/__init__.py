@@ -1,5 +1,8 @@
 """Model -> SubsampledPotential.  The only package that knows NumPyro internals."""
 
+import sys
+
+from pplsamplers.potential._support import edge_error, with_support_checks
 from pplsamplers.potential.curvature import (
     fisher_diagonal,
     full_hessian,
@@ -57,4 +60,16 @@ __all__ = [
     "whiten",
     "with_preconditioner",
     "shard_data",
+    "edge_error",
+    "with_support_checks",
 ]
+
+# When ArviZ (lazy_loader) is imported before NumPyro, imported submodules such as
+# ``numpyro.infer.initialization`` and ``numpyro.infer.util`` are missing as attributes of their
+# parent package, and ``az.from_numpyro`` then fails in ``infer_dims``.  Re-attach every
+# imported numpyro submodule so the user's import order does not matter.
+for _name, _module in list(sys.modules.items()):
+    if _name.startswith("numpyro.") and _module is not None:
+        _parent, _, _child = _name.rpartition(".")
+        if _parent in sys.modules and not hasattr(sys.modules[_parent], _child):
+            setattr(sys.modules[_parent], _child, _module)

@@ -1,7 +1,7 @@
-"""Everything pplsamplers needs to know about NumPyro internals, in one place.
+"""Everything pplsamplers needs to know about NumPyro internals (and :mod:`._support`).
 
-The rest of the package sees a model through :mod:`~pplsamplers.potential.view` and
-:func:`make_terms`.  The facts used here (probed on NumPyro 0.22):
+The package sees a model through :mod:`~pplsamplers.potential.view` and :func:`make_terms`.
+Facts used (probed on NumPyro 0.22):
 
 * a ``numpyro.plate`` sends a message of type ``"plate"`` whose ``value`` is the
   subsample index vector and whose ``args`` are ``(size, subsample_size)``; the plate
@@ -15,7 +15,6 @@ The rest of the package sees a model through :mod:`~pplsamplers.potential.view` 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -28,17 +27,8 @@ from numpyro.distributions.util import sum_rightmost
 from numpyro.infer import init_to_uniform
 from numpyro.primitives import Messenger
 
+from pplsamplers.potential import _support
 from pplsamplers.types import Array
-
-# When ArviZ (lazy_loader) is imported before NumPyro, imported submodules such as
-# ``numpyro.infer.initialization`` and ``numpyro.infer.util`` are missing as attributes of their
-# parent package, and ``az.from_numpyro`` then fails in ``infer_dims``.  Re-attach every
-# imported numpyro submodule so the user's import order does not matter.
-for _name, _module in list(sys.modules.items()):
-    if _name.startswith("numpyro.") and _module is not None:
-        _parent, _, _child = _name.rpartition(".")
-        if _parent in sys.modules and not hasattr(sys.modules[_parent], _child):
-            setattr(sys.modules[_parent], _child, _module)
 
 
 class set_plate(Messenger):
@@ -78,6 +68,7 @@ class SiteInfo(NamedTuple):
     deterministic_outside_plate: tuple[str, ...]
     unconstrained_shapes: dict[str, tuple[int, ...]] = {}
     deterministic_in_plate: tuple[str, ...] = ()
+    edge_sites: tuple[str, ...] = ()  # observed, support depends on latents (see _support)
 
 
 def _trace(
@@ -251,9 +242,11 @@ def inspect_model(
         n: tuple(biject_to(s["fn"].support).inverse_shape(np.shape(s["value"])))
         for n, s in latent.items()
     }
+    values = {n: s["value"] for n, s in latent.items()}
+    one = set_plate(model, data_plate, jnp.arange(min(int(size), 1))) if data_plate else model
     return SiteInfo(
         latent_names=tuple(latent),
-        latent_shapes={n: tuple(np.shape(s["value"])) for n, s in latent.items()},
+        latent_shapes={n: tuple(np.shape(v)) for n, v in values.items()},
         constrained_sites=constrained,
         data_plate=data_plate,
         data_size=int(size),
@@ -262,6 +255,7 @@ def inspect_model(
         deterministic_outside_plate=determ,
         unconstrained_shapes=unconstrained,
         deterministic_in_plate=determ_in,
+        edge_sites=_support.edge_sites(one, model_args, model_kwargs, values),
     )
 
 
@@ -356,10 +350,17 @@ def _constrained_trace(
     return trace, log_dets
 
 
-def _per_datum_log_prob(site: dict, plate: str, scale_ratio: Array) -> Array:
+def _log_prob(site: dict, edge_sites: tuple[str, ...]) -> Array:
     log_prob = site["fn"].log_prob(site["value"])
+    if site["name"] in edge_sites:
+        log_prob = _support.support_mask(site, log_prob)
     if site.get("mask") is not None:
         log_prob = jnp.where(site["mask"], log_prob, 0.0)
+    return log_prob
+
+
+def _per_datum_log_prob(site: dict, plate: str, scale_ratio: Array, edges: tuple) -> Array:
+    log_prob = _log_prob(site, edges)
     frame = next(f for f in site["cond_indep_stack"] if f.name == plate)
     axis = log_prob.ndim + frame.dim
     if axis < 0:
@@ -386,6 +387,7 @@ def make_terms(
     """
     plate = info.data_plate
     size = info.data_size
+    edges = info.edge_sites
 
     def terms(params: dict[str, Array], indices: Array) -> tuple[Array, Array]:
         trace, log_dets = _constrained_trace(
@@ -398,11 +400,9 @@ def make_terms(
             if site["type"] != "sample":
                 continue
             if plate is not None and plate in _plates_of(site):
-                per_datum = per_datum - _per_datum_log_prob(site, plate, ratio)
+                per_datum = per_datum - _per_datum_log_prob(site, plate, ratio, edges)
                 continue
-            log_prob = site["fn"].log_prob(site["value"])
-            if site.get("mask") is not None:
-                log_prob = jnp.where(site["mask"], log_prob, 0.0)
+            log_prob = _log_prob(site, edges)
             scale = 1.0 if site["scale"] is None else site["scale"]
             global_term = global_term - scale * jnp.sum(log_prob)
         if plate is None:  # the whole likelihood is one "datum"

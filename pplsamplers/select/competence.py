@@ -117,6 +117,20 @@ def rank_candidates(
         )
         return _sorted(scores, params, reasons, f)
 
+    if f.edge_sites:
+        sites = ", ".join(f.edge_sites)
+        for name in names:
+            if SAMPLERS[name].minibatch:
+                rule(name, INCOMPATIBLE, f"the support of {sites} depends on the latents")
+        rule(
+            "nuts",
+            IDEAL,
+            f"the support of observed site(s) {sites} depends on the latent values: a hard "
+            "edge at the data that only full-data steps see; NUTS runs with support checks",
+            check_support=f.edge_sites,
+        )
+        return _sorted(scores, params, reasons, f)
+
     if not f.has_data_plate or f.num_data <= SMALL_N:
         why = (
             "the model has no data plate to subsample"

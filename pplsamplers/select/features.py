@@ -7,6 +7,7 @@ total cost is a few dozen epochs at most, independent of the chain length.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -95,6 +96,10 @@ class ModelFeatures(NamedTuple):
     gradient_noise_sd
         Per-coordinate sd of the minibatch gradient estimator at the MAP (τ_j of SGBD): it
         caps the Barker step where the noise correction stays valid (τ_j σ_j < 1.702).
+    edge_sites
+        Observed sites whose support depends on the latent values (``y ~ Uniform(0, θ)``):
+        the posterior has a hard edge at the data that no minibatch sees.  The probes are
+        skipped (NaN) for such models.
     """
 
     num_data: int
@@ -116,6 +121,7 @@ class ModelFeatures(NamedTuple):
     map_position: Array | None = None
     curvature_diagonal: Array | None = None
     gradient_noise_sd: Array | None = None
+    edge_sites: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, object]:
         """Printable (scalar) features, without the per-coordinate vectors."""
@@ -271,6 +277,18 @@ def model_features(
             **probes,
         )
     info = model_info(model, model_args, model_kwargs, data_plate)
+    if info.edge_sites:  # a hard edge at the data: no mode-based probe is meaningful
+        return ModelFeatures(
+            num_data=info.data_size,
+            subsample_size=subsample_size or info.model_subsample_size or info.data_size,
+            dim=sum(math.prod(shape) for shape in info.unconstrained_shapes.values()),
+            has_data_plate=info.data_plate is not None,
+            discrete_sites=(),
+            constrained_sites=tuple(info.constrained_sites),
+            cost_ratio=1.0,
+            edge_sites=tuple(info.edge_sites),
+            **probes,
+        )
     potential = make_potential(
         model, model_args, model_kwargs, subsample_size, data_plate=data_plate
     )

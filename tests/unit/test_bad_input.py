@@ -253,3 +253,61 @@ def test_deterministic_inside_the_data_plate_warns_once():
     assert len(ours) == 1
     text = str(ours[0].message)
     assert "'mean'" in text and "w_norm" not in text and "Predictive" in text
+
+
+# ------------------------------------------- issue 18 item 2: a support that depends on latents
+def _uniform_edge(y):
+    theta = numpyro.sample("theta", dist.HalfNormal(50.0))
+    with numpyro.plate("data", y.shape[0]) as idx:
+        numpyro.sample("y", dist.Uniform(0.0, theta), obs=y[idx])
+
+
+EDGE_Y = jnp.asarray(np.random.default_rng(0).uniform(0.0, 20.0, 500))
+
+
+def test_support_that_depends_on_a_latent_is_found_and_masked():
+    """y ~ Uniform(0, θ): NumPyro's log_prob is -log θ for every y unless validate_args, so
+    a minibatch potential looked finite (and smaller) below max y; ours is +inf there."""
+    from pplsamplers.potential import model_info
+
+    assert model_info(_uniform_edge, (EDGE_Y,)).edge_sites == ("y",)
+    assert model_info(_regression, _data(20)).edge_sites == ()
+    start = numpyro.infer.init_to_value(values={"theta": 25.0})
+    potential = make_potential(_uniform_edge, (EDGE_Y,), init_strategy=start)
+    inside = potential.unconstrain({"theta": jnp.asarray(25.0)})
+    outside = potential.unconstrain({"theta": jnp.asarray(19.0)})
+    assert np.isfinite(potential.full_value_and_grad(inside)[0])
+    assert potential.full_value_and_grad(outside)[0] == np.inf
+    # only the rows above 19 are outside: a minibatch without them stays finite (why the
+    # minibatch kernels refuse the model instead of sampling it)
+    below = jnp.flatnonzero(EDGE_Y < 19.0)[:10]
+    assert np.isfinite(potential.value(outside, below))
+
+
+@pytest.mark.parametrize("sampler", ["SGLD", "SBPS", "Boomerang", "SGBD", "HAMCMC"])
+def test_minibatch_kernels_refuse_a_support_edge_and_name_the_site(sampler):
+    import pplsamplers
+
+    kernel = getattr(pplsamplers, sampler)(_uniform_edge)
+    mcmc = MCMC(kernel, num_warmup=5, num_samples=5, progress_bar=False)
+    with pytest.raises(ValueError, match=r"site\(s\) 'y' have a support that depends on the"):
+        mcmc.run(jax.random.key(0), EDGE_Y)
+
+
+def test_auto_sampler_runs_nuts_with_support_checks_on_a_support_edge():
+    """Without the support check NumPyro's NUTS drifts to θ ≈ 1e-36 here (max y ≈ 20)."""
+    from numpyro.infer import init_to_value
+
+    from pplsamplers import AutoSampler
+
+    sampler = AutoSampler(_uniform_edge, init_strategy=init_to_value(values={"theta": 25.0}))
+    decision = sampler.decide((EDGE_Y,), {})
+    assert decision.kernel == "nuts" and "depends on the latent values" in " ".join(
+        decision.reasons
+    )
+    mcmc = MCMC(sampler, num_warmup=200, num_samples=300, progress_bar=False)
+    mcmc.run(jax.random.key(0), EDGE_Y)
+    theta = np.asarray(mcmc.get_samples()["theta"])
+    top = float(EDGE_Y.max())
+    # posterior ∝ θ^-N on θ > max y (the prior is flat there): mean max y (1 + 1/(N-2))
+    assert theta.min() >= top and abs(theta.mean() - top * (1 + 1 / 498)) < 0.02

@@ -116,6 +116,8 @@ def _features(**changes):
         # the same posterior at N = 10⁶: NUTS is not affordable, the minibatch kernels rank
         (dict(dim=304, quadratic_misfit=1.8, num_data=10**6), "sbps", "non-Gaussian"),
         (dict(dim=20, quadratic_misfit=1.8, num_data=10_000), "sbps", "non-Gaussian"),
+        # y ~ Uniform(0, θ): a hard edge at the data, which no minibatch sees
+        (dict(edge_sites=("y",), num_data=10**6), "nuts", "depends on the latent values"),
     ],
 )
 def test_every_competence_branch(changes, best, phrase):
