@@ -37,7 +37,7 @@ from pplsamplers.infer.warmup import (
     prepare,
     starting_point,
 )
-from pplsamplers.potential import SubsampledPotential, whiten
+from pplsamplers.potential import SubsampledPotential, is_concrete, mesh_sharded, whiten
 from pplsamplers.types import Array, PRNGKey
 
 
@@ -185,6 +185,13 @@ class SubsampledKernel(MCMCKernel):
         model_kwargs: dict,
     ) -> SamplerState:
         enable_compilation_cache()  # persistent, per user; PPLSAMPLERS_NO_COMPILATION_CACHE=1
+        if not is_concrete(rng_key) and mesh_sharded((model_args, model_kwargs)):
+            raise ValueError(
+                "chain_method='parallel' cannot take data sharded over a device mesh (NumPyro's "
+                "pmap traces the chains in a mesh of its own, and JAX refuses the model's X[idx] "
+                "on the data's mesh). Use chain_method='vectorized' (the chains share the "
+                "sharded data), or 'parallel' with unsharded data."
+            )
         prepared = self._prepare(model_args, model_kwargs or {})
         sample_chains = self.make_step(prepared, int(num_warmup))
         if is_prng_key(rng_key):  # one chain (sequential or parallel): a batch of one

@@ -45,6 +45,7 @@ from pplsamplers.potential import (
     flatten_init_params,
     full_data_model,
     inspect,
+    is_concrete,
     make_postprocess,
     make_potential,
     posterior_scale,
@@ -240,9 +241,9 @@ compiled full-data passes instead of redoing them.  Entries hold the data alive,
 
 def _cache_key(options: SamplerOptions, model_args: tuple, model_kwargs: dict) -> tuple | None:
     """Identity of the inputs (the data arrays by object identity), or ``None``: uncacheable."""
-    leaves = jax.tree.leaves((model_args, model_kwargs))
-    if any(isinstance(leaf, jax.core.Tracer) for leaf in leaves):
+    if not is_concrete(model_args, model_kwargs):
         return None
+    leaves = jax.tree.leaves((model_args, model_kwargs))
     structure = jax.tree.structure((model_args, model_kwargs))
     choice, precondition = options.control_variate, options.precondition
     if not isinstance(choice, bool | str | None) or not isinstance(precondition, str | None):
@@ -382,10 +383,6 @@ def model_time_averages(info: Any, center: Array, factor: Array) -> Any:
     return info._replace(time_average=mean_x, time_average_sq=square_x)
 
 
-def _is_concrete(tree: Any) -> bool:
-    return not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(tree))
-
-
 def starting_point(
     rng_key: PRNGKey, init_params: Any, prepared: Prepared, spec: KernelSpec
 ) -> Array:
@@ -395,7 +392,7 @@ def starting_point(
     potential = prepared.potential
     if init_params is not None:
         x = prepared.flatten(init_params)
-        if _is_concrete(x):
+        if is_concrete(x):
             prepared.check_start(x)
         return potential.from_model(x)
     own = spec.start(rng_key, potential, prepared.params) if spec.start is not None else None
@@ -406,7 +403,7 @@ def starting_point(
         if not prepared.whitened:
             return zero  # no scale to draw with: start at the mode
         z = jax.random.normal(rng_key, (potential.dim,), zero.dtype)
-        if _is_concrete(z):
+        if is_concrete(z):
             try:
                 prepared.check_start(potential.to_model(z))
             except RuntimeError:  # a Laplace draw outside a parameter-dependent support
@@ -417,7 +414,7 @@ def starting_point(
     else:
         z = potential.init_position
     x = potential.to_model(z)
-    if _is_concrete(x):
+    if is_concrete(x):
         prepared.check_start(x)
     return z
 

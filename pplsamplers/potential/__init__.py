@@ -23,14 +23,20 @@ from pplsamplers.potential.model import (
     model_info,
 )
 from pplsamplers.potential.precondition import whiten, with_preconditioner
-from pplsamplers.potential.sharding import shard_data
+from pplsamplers.potential.sharding import mesh_sharded, shard_data
 from pplsamplers.potential.subsampled import (
     SubsampledPotential,
     build_potential,
     with_batch_size,
     with_control_variate,
 )
-from pplsamplers.potential.view import ModelView, flatten_init_params, inspect, validate_data
+from pplsamplers.potential.view import (
+    ModelView,
+    flatten_init_params,
+    inspect,
+    is_concrete,
+    validate_data,
+)
 
 __all__ = [
     "MapResult",
@@ -52,6 +58,7 @@ __all__ = [
     "ModelView",
     "flatten_init_params",
     "inspect",
+    "is_concrete",
     "validate_data",
     "fisher_diagonal",
     "full_hessian",
@@ -60,6 +67,7 @@ __all__ = [
     "whiten",
     "with_preconditioner",
     "shard_data",
+    "mesh_sharded",
     "edge_error",
     "with_support_checks",
 ]

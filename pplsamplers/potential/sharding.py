@@ -124,6 +124,21 @@ def shard_data(
     return jax.tree.unflatten(tree, placed)
 
 
+def mesh_sharded(tree: Any) -> bool:
+    """Whether an array of ``tree`` is split over several devices of a mesh (``NamedSharding``).
+
+    ``chain_method="parallel"`` cannot take such data: NumPyro's ``pmap`` traces the chains in
+    a manual mesh of its own, and the model's ``X[idx]`` on an array of another mesh raises
+    "Context mesh ... should match the mesh of sharding" (JAX 0.12).
+    """
+    return any(
+        isinstance(sharding := getattr(leaf, "sharding", None), NamedSharding)
+        and sharding.mesh.size > 1
+        and not sharding.is_fully_replicated
+        for leaf in jax.tree.leaves(tree)
+    )
+
+
 def _row_axis(value: Any, N: int) -> tuple[Mesh, str] | None:
     """(mesh, axis) when ``value`` is an array of N rows split over one mesh axis."""
     sharding = getattr(value, "sharding", None)

@@ -71,6 +71,14 @@ def main() -> None:
             "mean_sharded": np.mean(b, axis=(0, 1)).tolist(),
             "sd_plain": np.std(a, axis=(0, 1)).tolist(),
         }
+    # chains over the same sharded data: vectorised works; parallel (pmap) is refused clearly
+    a, b = draws("sgld", plain, chains=2), draws("sgld", sharded, chains=2)
+    result["sgld_two_chains"] = {"max_abs_diff": float(np.max(np.abs(a - b)))}
+    try:
+        draws("sgld", sharded, chains=2, method="parallel")
+        result["parallel_sharded"] = "ran"
+    except ValueError as error:
+        result["parallel_sharded"] = str(error)
     with open(out, "w") as handle:
         json.dump(result, handle)
 

@@ -86,6 +86,16 @@ def test_sbps_agrees_statistically_on_sharded_data(four_devices: dict) -> None:
     assert np.all(gap < 0.5 * np.asarray(result["sd_plain"])), result
 
 
+def test_vectorized_chains_share_sharded_data_and_parallel_is_refused(four_devices: dict) -> None:
+    """Two vectorised SGLD chains on sharded data give the unsharded draws; NumPyro's
+    ``parallel`` (pmap) cannot trace ``X[idx]`` on data of another mesh, so it gets an error
+    that says so and names the fix instead of JAX's "Context mesh ... should match"."""
+    assert four_devices["sgld_two_chains"]["max_abs_diff"] < 1e-4
+    message = four_devices["parallel_sharded"]
+    assert message.startswith("chain_method='parallel' cannot take data sharded"), message
+    assert "chain_method='vectorized'" in message
+
+
 def test_two_processes_match_one(tmp_path: Path) -> None:
     """Two processes on 127.0.0.1, each with half the rows, give the one-process draws."""
     with socket.socket() as probe:
