@@ -98,6 +98,14 @@ def rank_candidates(
             reasons[name].append(why)
             params[name].update(extra)
 
+    def full_data_only(why_not: str, why_nuts: str, **extra: object) -> list[Candidate]:
+        """No minibatch kernel can sample this model: NUTS (with ``extra``) is the candidate."""
+        for name in names:
+            if SAMPLERS[name].minibatch:
+                rule(name, INCOMPATIBLE, why_not)
+        rule("nuts", IDEAL, why_nuts, **extra)
+        return _sorted(scores, params, reasons, f)
+
     if f.discrete_sites:
         sites = ", ".join(f.discrete_sites)
         if f.num_data and f.num_data > SMALL_N:
@@ -105,31 +113,21 @@ def rank_candidates(
                 f"discrete latent site(s) {sites}: pplsamplers' gradient samplers need continuous "
                 "latents, and with a large data set NUTS+Gibbs is too slow. Marginalise them out."
             )
-        for name in names:
-            if SAMPLERS[name].minibatch:
-                rule(name, INCOMPATIBLE, f"cannot move the discrete site(s) {sites}")
-        rule(
-            "nuts",
-            IDEAL,
+        return full_data_only(
+            f"cannot move the discrete site(s) {sites}",
             f"discrete site(s) {sites}: NumPyro's DiscreteHMCGibbs around NUTS "
             "updates them exactly",
             discrete=True,
         )
-        return _sorted(scores, params, reasons, f)
 
     if f.edge_sites:
         sites = ", ".join(f.edge_sites)
-        for name in names:
-            if SAMPLERS[name].minibatch:
-                rule(name, INCOMPATIBLE, f"the support of {sites} depends on the latents")
-        rule(
-            "nuts",
-            IDEAL,
+        return full_data_only(
+            f"the support of {sites} depends on the latents",
             f"the support of observed site(s) {sites} depends on the latent values: a hard "
             "edge at the data that only full-data steps see; NUTS runs with support checks",
             check_support=f.edge_sites,
         )
-        return _sorted(scores, params, reasons, f)
 
     if not f.has_data_plate or f.num_data <= SMALL_N:
         why = (
