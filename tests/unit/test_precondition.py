@@ -181,9 +181,16 @@ def test_find_map_reports_non_convergence_and_compiles_once():
     before = len(map_module._CACHE)
     runner = next(reversed(map_module._CACHE.values()))[1]  # the most recent entry: ours
     compiled = runner._cache_size()
-    again = find_map(jax.random.key(1), pot, init_position=jnp.ones(4), polish_steps=2)
+    again = find_map(jax.random.key(1), pot, polish_steps=2)
     assert len(map_module._CACHE) == before and runner._cache_size() == compiled
     assert not bool(again.converged)
+    # a given start is another configuration (no retry at the origin), compiled once for
+    # every start: what count_modes' vmapped searches and the polish reuse
+    find_map(jax.random.key(1), pot, init_position=jnp.ones(4), polish_steps=2)
+    runner = next(reversed(map_module._CACHE.values()))[1]
+    compiled = runner._cache_size()
+    find_map(jax.random.key(2), pot, init_position=jnp.zeros(4), polish_steps=2)
+    assert len(map_module._CACHE) == before + 1 and runner._cache_size() == compiled
 
 
 def test_find_map_raw_logistic_regression_matches_newton():
@@ -203,6 +210,24 @@ def test_find_map_raw_logistic_regression_matches_newton():
     result = find_map(jax.random.key(0), pot)
     assert bool(result.converged)
     np.testing.assert_allclose(result.position, beta, rtol=1e-6)
+
+
+def test_find_map_retries_at_the_origin_where_a_saturated_start_stalls():
+    """The ordinal robustness model (flat β and cutpoints, a covariate around 100): from the
+    model's random start η ≈ ±200, NumPyro's ordered logistic computes log(σ(a) − σ(b)) =
+    -inf a step away and L-BFGS stalls at U ≈ 4e5; from the unconstrained origin (β = 0,
+    cutpoints (0, 1, 2)) it converges, and find_map keeps that end point."""
+    from models import robust_ordinal
+
+    args, kwargs = robust_ordinal.load_data(N=2000)
+    pot = with_batch_size(make_potential(robust_ordinal.model, args, kwargs), 2000)
+    stalled = find_map(jax.random.key(0), pot, init_position=pot.init_position)  # no retry
+    result = find_map(jax.random.key(0), pot)
+    assert not bool(stalled.converged) and bool(result.converged)
+    assert float(result.potential) < float(stalled.potential) - 1e4
+    assert float(result.num_evals) > float(stalled.num_evals)  # both searches are counted
+    beta = pot.constrain(result.position)["beta"]
+    assert abs(float(beta[0]) - robust_ordinal.BETA_TRUE[0]) < 0.02  # the slope on a ~ 100
 
 
 def test_full_value_with_grad_is_one_pass_and_exact(small):
