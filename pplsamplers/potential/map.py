@@ -103,36 +103,18 @@ def _affine(x0: Array, scale: Array | None):
     return lambda z: x0 + scale @ z
 
 
-def _retry_at_origin(run: Callable) -> Callable:
-    """``run``, and when it did not converge, ``run`` again from the unconstrained origin
-    (β = 0, scales 1, intervals at their midpoint, ordered vectors (0, 1, 2, ...)); the
-    better of the two is kept: converged first, then the lower finite U."""
-
-    def retry(key: PRNGKey, x0: Array, scale: Array | None) -> MapResult:
-        first = run(key, x0, scale)
-
-        def again() -> MapResult:
-            other = run(key, jnp.zeros_like(x0), scale)
-            finite = lambda r: jnp.where(jnp.isfinite(r.potential), r.potential, jnp.inf)
-            take = (other.converged & ~first.converged) | (
-                (other.converged == first.converged) & (finite(other) < finite(first))
-            )
-            best = jax.tree.map(lambda a, b: jnp.where(take, b, a), first, other)
-            return best._replace(num_evals=first.num_evals + other.num_evals)
-
-        first = jax.tree.map(jnp.asarray, first)
-        return lax.cond(first.converged, lambda: first, again)
-
-    return retry
+def _better(first: MapResult, other: MapResult) -> MapResult:
+    """The better end point of two searches (converged first, then the lower finite U), with
+    the evaluations of both counted."""
+    finite = lambda r: jnp.where(jnp.isfinite(r.potential), r.potential, jnp.inf)
+    take = (other.converged & ~first.converged) | (
+        (other.converged == first.converged) & (finite(other) < finite(first))
+    )
+    best = jax.tree.map(lambda a, b: jnp.where(take, b, a), first, other)
+    return best._replace(num_evals=first.num_evals + other.num_evals)
 
 
 def _build(potential: SubsampledPotential, config: tuple) -> Callable:
-    num_steps, learning_rate, polish_steps, tol, retry = config
-    run = _build_search(potential, (num_steps, learning_rate, polish_steps, tol))
-    return _retry_at_origin(run) if retry else run
-
-
-def _build_search(potential: SubsampledPotential, config: tuple) -> Callable:
     num_steps, learning_rate, polish_steps, tol = config
     full_value = full_value_with_grad(potential)
     pass_cost = potential.N * potential.cost_per_datum
@@ -224,8 +206,8 @@ def find_map(
 
     The L-BFGS is affine-covariant up to its first step, so raw, unscaled, correlated
     coordinates with flat priors converge.  From the model's own start (``init_position``
-    not given) a search that does not converge is run once more from the unconstrained
-    origin, and the better end point is kept: a random start on raw covariates can saturate
+    not given, outside a trace) a search that does not converge is run once more from the
+    unconstrained origin by the same compiled program, and the better end point is kept: a random start on raw covariates can saturate
     a likelihood (an ordered logistic at η ≈ ±200 computes ``log(σ(a) − σ(b)) = -inf`` a
     step away, so the line search stalls), where the origin (β = 0) does not.  Every value-and-gradient is one data pass
     (:func:`full_value_with_grad`), and the program is compiled once per potential and
@@ -282,10 +264,14 @@ def find_map(
             raise ValueError(
                 f"scale must have shape ({potential.dim},) or (D, D); got {scale.shape}."
             )
-    retry = init_position is None  # the model's own start: retry at the origin if it stalls
-    config = (int(num_steps), float(learning_rate), int(polish_steps), float(tol), retry)
+    config = (int(num_steps), float(learning_rate), int(polish_steps), float(tol))
     runner = cached_jit(potential, ("find_map", config), lambda: _build(potential, config))
-    return runner(rng_key, x0, scale)
+    result = runner(rng_key, x0, scale)
+    eager = not isinstance(result.converged, jax.core.Tracer)
+    if init_position is None and eager and not bool(result.converged):
+        # the model's own start stalled: once more from the origin, same compiled program
+        result = _better(result, runner(rng_key, jnp.zeros_like(x0), scale))
+    return result
 
 
 __all__ = ["MapResult", "cached_jit", "find_map", "full_value_with_grad"]
