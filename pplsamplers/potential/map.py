@@ -207,9 +207,10 @@ def find_map(
     The L-BFGS is affine-covariant up to its first step, so raw, unscaled, correlated
     coordinates with flat priors converge.  From the model's own start (``init_position``
     not given, outside a trace) a search that does not converge is run once more from the
-    unconstrained origin by the same compiled program, and the better end point is kept: a random start on raw covariates can saturate
-    a likelihood (an ordered logistic at η ≈ ±200 computes ``log(σ(a) − σ(b)) = -inf`` a
-    step away, so the line search stalls), where the origin (β = 0) does not.  Every value-and-gradient is one data pass
+    unconstrained origin by the same compiled program, and the better end point is kept: a
+    random start on raw covariates can saturate a likelihood (an ordered logistic at
+    η ≈ ±200 computes ``log(σ(a) − σ(b)) = -inf`` a step away, so the line search stalls),
+    where the origin (β = 0) does not.  Every value-and-gradient is one data pass
     (:func:`full_value_with_grad`), and the program is compiled once per potential and
     configuration (:func:`cached_jit`).  It is traceable: it can be vmapped over keys and
     initial points.
