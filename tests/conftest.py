@@ -19,3 +19,18 @@ jax.config.update(
 )
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+    """Drop JAX's in-memory compilation caches after each test module.
+
+    Every XLA:CPU executable holds memory mappings, and NumPyro rebuilds each kernel's closures
+    per run, so a test worker that compiles thousands of programs crossed the kernel's
+    ``vm.max_map_count`` (65530; one worker had 28 000 mappings after three minutes) and XLA
+    then segfaulted inside a compile.  The persistent cache above keeps recompiles cheap.
+    """
+    yield
+    jax.clear_caches()
