@@ -24,44 +24,44 @@ from __future__ import annotations
 from typing import NamedTuple, Unpack
 
 from pplsamplers.kernels.boomerang_reference import GaussianReference
-from pplsamplers.pdmp.builder import (
-    PDMP,
-    Dynamics,
-    PDMPState,
-    ThinningArguments,
-    ThinningOptions,
-    build,
-    make_pdmp_params,
-)
+from pplsamplers.pdmp import builder
 from pplsamplers.pdmp.events import PDMPInfo
 from pplsamplers.pdmp.flow import elliptical_flow
 from pplsamplers.potential import SubsampledPotential
 from pplsamplers.types import Array
 
-BoomerangState = PDMPState
+BoomerangState = builder.PDMPState
 BoomerangInfo = PDMPInfo
 
 
 class BoomerangParams(NamedTuple):
-    """Tunables: the :class:`~pplsamplers.pdmp.builder.PDMPParams` fields (times in radians
-    of the flow) and the reference N(x*, Σ*)."""
+    """Tunables: the :class:`~pplsamplers.pdmp.builder.PDMPParams` fields, whose times are
+    angles of the elliptical flow, and the reference N(x*, Σ*)."""
 
     sample_interval: Array
+    """Δ in radians: 2π is one whole orbit of the flow around x*."""
     t_init: Array
+    """Angle of the envelope's second evaluation."""
     max_extrapolation: Array
+    """Largest angle an envelope is extrapolated past its newest evaluation."""
     refresh_rate: Array
+    """λ_ref, refreshments per radian."""
     reference: GaussianReference
+    """N(x*, Σ*): the flow's centre x* and the velocity law N(0, Σ*)."""
+
+
+DEFAULT_TIMES = builder.PDMPTimes(
+    sample_interval=1.0, t_init=0.25, max_extrapolation=0.5, refresh_rate=1.0
+)
+"""The PDMP times (radians of the flow) :func:`make_params` uses where none is given."""
 
 
 def make_params(
-    reference: GaussianReference,
-    *,
-    sample_interval: float = 1.0,
-    t_init: float = 0.25,
-    max_extrapolation: float = 0.5,
-    refresh_rate: float = 1.0,
+    reference: GaussianReference, **times: Unpack[builder.PDMPTimes]
 ) -> BoomerangParams:
     """:class:`BoomerangParams` from Python values, validated (errors name the argument).
+
+    ``times`` are :class:`~pplsamplers.pdmp.builder.PDMPTimes` over :data:`DEFAULT_TIMES`.
 
     Examples
     --------
@@ -70,9 +70,7 @@ def make_params(
     >>> make_params(gaussian_reference(jnp.zeros(2), jnp.ones(2))).t_init
     Array(0.25, dtype=float32)
     """
-    common = make_pdmp_params(
-        sample_interval, t_init, max_extrapolation, refresh_rate, reference.mean.dtype
-    )
+    common = builder.make_pdmp_params(DEFAULT_TIMES, reference.mean.dtype, **times)
     return BoomerangParams(*common, reference)
 
 
@@ -83,7 +81,7 @@ def energy_gradient(
     return potential.grad(x, idx) - reference.precision_times(x - reference.mean)
 
 
-def dynamics() -> Dynamics:
+def dynamics() -> builder.Dynamics:
     """The Boomerang declaration (module docstring)."""
 
     def rate(
@@ -100,7 +98,7 @@ def dynamics() -> Dynamics:
         reference = params.reference
         return reference.reflect(v, energy_gradient(potential, reference, x, idx))
 
-    return Dynamics(
+    return builder.Dynamics(
         flow=lambda params: elliptical_flow(params.reference.mean),
         rate=rate,
         reflect=bounce,
@@ -108,7 +106,7 @@ def dynamics() -> Dynamics:
     )
 
 
-def build_pdmp(**thinning: Unpack[ThinningArguments]) -> PDMP:
+def build_pdmp(**thinning: Unpack[builder.ThinningArguments]) -> builder.PDMP:
     """The Boomerang's ``(init, kernel, skeleton)`` from the structural
     :class:`~pplsamplers.pdmp.builder.ThinningOptions`, given as keyword arguments
     (:class:`~pplsamplers.pdmp.builder.ThinningArguments`).
@@ -127,10 +125,11 @@ def build_pdmp(**thinning: Unpack[ThinningArguments]) -> PDMP:
     >>> int(pdmp.kernel(jax.random.key(1), state, pot, params)[1].num_bounces)
     0
     """
-    return build(dynamics(), ThinningOptions(**thinning))
+    return builder.build(dynamics(), **thinning)
 
 
 __all__ = [
+    "DEFAULT_TIMES",
     "BoomerangInfo",
     "BoomerangParams",
     "BoomerangState",

@@ -175,12 +175,38 @@ def step_size_at(
     return (step_size / block_end.astype(jnp.result_type(float))) ** exponent
 
 
-def scheduled_step_size(
-    params: NamedTuple, t: Array, memory_size: int, schedule: Schedule, dtype: jnp.dtype
-) -> Array:
-    """ε_t of ``params`` (fields ``step_size`` and ``decay_exponent``) in ``dtype``."""
+class ScheduledStep(NamedTuple):
+    """What every scheduled SG step starts with (:func:`scheduled_step`)."""
+
+    iteration: Array
+    """t = ``state.iteration`` + 1."""
+    step_size: Array
+    """ε_t in the position's dtype."""
+    minibatch: Array
+    """Indices of this step's minibatch."""
+    noise: Array
+    """ξ ~ N(0, I), shaped like the position."""
+
+
+def scheduled_step(
+    rng_key: PRNGKey,
+    state: NamedTuple,
+    potential: SubsampledPotential,
+    params: NamedTuple,
+    memory_size: int,
+    schedule: Schedule,
+) -> ScheduledStep:
+    """Start a scheduled SG step: t, ε_t of ``params`` (fields ``step_size`` and
+    ``decay_exponent``, :func:`step_size_at`), a minibatch and Gaussian noise, one key each.
+
+    ``state`` has fields ``position`` and ``iteration`` (HAMCMC's and SGRLD's states).
+    """
+    batch_key, noise_key = jax.random.split(rng_key)
+    t = state.iteration + 1
+    dtype = state.position.dtype
     epsilon = step_size_at(t, params.step_size, memory_size, schedule, params.decay_exponent)
-    return epsilon.astype(dtype)
+    noise = jax.random.normal(noise_key, state.position.shape, dtype)
+    return ScheduledStep(t, epsilon.astype(dtype), potential.sample_indices(batch_key), noise)
 
 
 def chronological(buffer: Array, t: Array) -> Array:
@@ -226,14 +252,10 @@ def build_kernel(
     def kernel(
         rng_key: PRNGKey, state: HAMCMCState, potential: SubsampledPotential, params: HAMCMCParams
     ) -> tuple[HAMCMCState, HAMCMCInfo]:
-        batch_key, noise_key = jax.random.split(rng_key)
-        t = state.iteration + 1
+        t, epsilon, idx, z = scheduled_step(rng_key, state, potential, params, M, schedule)
         dtype = state.position.dtype
-        epsilon = scheduled_step_size(params, t, M, schedule, dtype)
         initial_scale = jnp.asarray(params.initial_scale, dtype)
         sgld_start = t <= 2 * M
-        idx = potential.sample_indices(batch_key)
-        z = jax.random.normal(noise_key, state.position.shape, dtype)
 
         # θ_{t−M} sits in slot t mod M; pairs τ = t−M+1..t−1, none involving θ_{t−M}.
         slot = t % M
@@ -300,6 +322,7 @@ __all__ = [
     "build_kernel",
     "chronological",
     "init",
-    "scheduled_step_size",
+    "ScheduledStep",
+    "scheduled_step",
     "step_size_at",
 ]

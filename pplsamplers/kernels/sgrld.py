@@ -20,11 +20,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import cho_solve, solve_triangular
 
-from pplsamplers.kernels.hamcmc import Schedule, scheduled_step_size
+from pplsamplers.kernels.hamcmc import Schedule, scheduled_step
 from pplsamplers.potential import SubsampledPotential
 from pplsamplers.types import Array, PRNGKey
 
@@ -136,13 +135,8 @@ def build_kernel(
     def kernel(
         rng_key: PRNGKey, state: SGRLDState, potential: SubsampledPotential, params: SGRLDParams
     ) -> tuple[SGRLDState, SGRLDInfo]:
-        batch_key, noise_key = jax.random.split(rng_key)
-        t = state.iteration + 1
-        dtype = state.position.dtype
-        epsilon = scheduled_step_size(params, t, 1, schedule, dtype)
-        idx = potential.sample_indices(batch_key)
+        t, epsilon, idx, xi = scheduled_step(rng_key, state, potential, params, 1, schedule)
         grad = potential.grad(state.position, idx)
-        xi = jax.random.normal(noise_key, state.position.shape, dtype)
         direction, noise = precondition(params, grad, xi, factorize_each_step)
         position = state.position - epsilon * direction + jnp.sqrt(2 * epsilon) * noise
         info = SGRLDInfo(data_evals=jnp.asarray(idx.shape[0]), step_size=epsilon)
