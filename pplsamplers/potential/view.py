@@ -82,6 +82,13 @@ def is_concrete(*trees: Any) -> bool:
     return not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(trees))
 
 
+def _as_jax(leaf: Any) -> Any:
+    """A numeric NumPy array as a JAX array; any other leaf unchanged."""
+    if isinstance(leaf, np.ndarray) and leaf.dtype.kind in "biuf":
+        return jnp.asarray(leaf)
+    return leaf
+
+
 def inspect(
     model: Callable,
     model_args: tuple = (),
@@ -119,7 +126,9 @@ def inspect(
     >>> view.data_plate, view.data_size, view.unconstrained_shapes
     ('data', 100, {'mu': ()})
     """
-    kwargs = dict(model_kwargs or {})
+    # NumPy data become JAX arrays, as jit makes them for NUTS: a minibatch indexes them
+    # with traced indices (X[idx]), which a NumPy array refuses
+    model_args, kwargs = jax.tree.map(_as_jax, (tuple(model_args), dict(model_kwargs or {})))
     strategy = init_strategy or init_to_uniform
     try:
         info = _numpyro.inspect_model(model, tuple(model_args), kwargs, data_plate, strategy)

@@ -167,6 +167,16 @@ def _data(n=2000, d=3):
     return X, X @ jnp.arange(1.0, d + 1)
 
 
+def test_numpy_data_work_as_they_do_in_nuts():
+    # NUTS's jit turns NumPy arguments into JAX arrays; a minibatch indexes the data with
+    # traced indices (X[idx]), which a NumPy array refuses, so pplsamplers converts them
+    # where every kernel inspects the model
+    X, y = (np.asarray(a) for a in _data(500, 2))
+    mcmc = MCMC(SGLD(_regression, subsample_size=50), num_warmup=20, num_samples=20)
+    mcmc.run(jax.random.key(0), X, y)
+    assert np.all(np.isfinite(mcmc.get_samples()["w"]))
+
+
 def test_nan_in_a_late_row_of_an_argument_is_named():
     X, y = _data()
     with pytest.raises(ValueError, match=r"argument 'X' \(positional 0\).*row 1500") as err:
