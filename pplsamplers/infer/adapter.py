@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -29,7 +30,7 @@ from numpyro.util import is_prng_key
 
 from pplsamplers.cache import enable_compilation_cache
 from pplsamplers.infer import metric as metrics
-from pplsamplers.infer.spec import KernelSpec, WarmupWindow
+from pplsamplers.infer.spec import DIVERGENT_JUMP, KernelSpec, WarmupWindow
 from pplsamplers.infer.warmup import (
     Prepared,
     SamplerOptions,
@@ -263,6 +264,8 @@ class SubsampledKernel(MCMCKernel):
         cost = prepared.potential.cost_per_datum
         ends = metrics.window_ends(num_warmup) if prepared.adapt_metric else ()
         first_draw = metrics.window_start(num_warmup)
+        guard = spec.stabilize is not None and prepared.whitened
+        jump_limit = DIVERGENT_JUMP * math.sqrt(prepared.potential.dim)
 
         def potential_of(metric: metrics.Metric) -> SubsampledPotential:
             # a state's refined metric holds after warmup too (post_warmup_state, resume)
@@ -275,6 +278,15 @@ class SubsampledKernel(MCMCKernel):
             potential = potential_of(state.metric)
             new_state, info = kernel(step_key, state.kernel_state, potential, state.params)
             finite = _finite(new_state)
+            params = state.params
+            if guard:  # in warmup a divergent step is rejected and the step size shrunk
+                jump = jnp.linalg.norm(spec.position(new_state) - spec.position(state.kernel_state))
+                divergent = ~(finite & (jump <= jump_limit))
+                finite = finite & ~divergent
+                shrink = divergent & (state.iteration < num_warmup)
+                params = jax.tree.map(
+                    lambda a, b: jnp.where(shrink, a, b), spec.stabilize(params), params
+                )
             new_state = jax.tree.map(
                 lambda a, b: jnp.where(finite, a, b), new_state, state.kernel_state
             )
@@ -283,6 +295,7 @@ class SubsampledKernel(MCMCKernel):
             moved = state._replace(
                 z=potential.unravel(spec.position(new_state)),
                 kernel_state=new_state,
+                params=params,
                 info=info,
                 iteration=state.iteration + 1,
                 reverted=~finite,

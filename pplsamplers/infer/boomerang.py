@@ -96,16 +96,22 @@ def kernel_reference(
 
 
 def make_reference(
-    config: BoomerangConfig, potential: SubsampledPotential, cost: SetupCost
+    config: BoomerangConfig,
+    potential: SubsampledPotential,
+    cost: SetupCost,
+    mode: Array | None = None,
 ) -> GaussianReference:
     """The reference for ``potential``: the user's, or x* = the control-variate anchor (else
-    the MAP) and Σ* = γ diag(curvature at x*)⁻¹ (or the dense γ H⁻¹)."""
+    ``mode``, the shared warmup's, else the MAP) and Σ* = γ diag(curvature at x*)⁻¹ (or the
+    dense γ H⁻¹)."""
     started, evals = time.perf_counter(), 0
     if not isinstance(config.reference, str):
         reference = kernel_reference(potential, *config.reference)
     else:
         mean, curvature = potential.anchor, config.curvature
-        if mean is None:
+        if mean is None and mode is not None:
+            mean = mode
+        elif mean is None:
             mean = find_map(jax.random.PRNGKey(config.map_seed), potential).position
             evals += MAP_EVALS[0] * potential.n + MAP_EVALS[1] * potential.N
         elif curvature == "fisher":
@@ -131,10 +137,10 @@ def boomerang_spec(config: BoomerangConfig, cost: SetupCost | None = None) -> Ke
     pdmp = boomerang.build_pdmp(**asdict(config.thinning))
 
     def default_params(
-        rng_key: PRNGKey, potential: SubsampledPotential
+        rng_key: PRNGKey, potential: SubsampledPotential, mode: Array | None = None
     ) -> boomerang.BoomerangParams:
         return boomerang.make_params(
-            make_reference(config, potential, cost),
+            make_reference(config, potential, cost, mode),
             sample_interval=config.sample_interval or 1.0,
             t_init=config.t_init,
             max_extrapolation=config.max_extrapolation,

@@ -102,7 +102,9 @@ def bps_spec(config: BPSConfig) -> KernelSpec:
         ),
     )
 
-    def default_params(rng_key: PRNGKey, potential: SubsampledPotential) -> bps.BPSParams:
+    def default_params(
+        rng_key: PRNGKey, potential: SubsampledPotential, mode: Array | None = None
+    ) -> bps.BPSParams:
         # the time scale along a velocity draw at the potential's initial point
         velocity_key, probe_key = jax.random.split(rng_key)
         x = jnp.asarray(potential.init_position)

@@ -14,7 +14,7 @@ import numpy as np
 
 from pplsamplers import validation
 from pplsamplers.infer.adapter import SubsampledKernel
-from pplsamplers.infer.spec import KernelSpec
+from pplsamplers.infer.spec import KernelSpec, halve_step_size
 from pplsamplers.kernels import hamcmc, sgrld
 from pplsamplers.kernels.hamcmc import Schedule
 from pplsamplers.potential import SubsampledPotential
@@ -82,7 +82,9 @@ def hamcmc_spec(config: HAMCMCConfig) -> KernelSpec:
     """The :class:`KernelSpec` of HAMCMC: the paper tunes ε by grid search, so no warmup of its
     own (the first 2M steps are SGLD, Alg. 1)."""
 
-    def default_params(rng_key: PRNGKey, potential: SubsampledPotential) -> hamcmc.HAMCMCParams:
+    def default_params(
+        rng_key: PRNGKey, potential: SubsampledPotential, mode: Array | None = None
+    ) -> hamcmc.HAMCMCParams:
         as_array = functools.partial(jnp.asarray, dtype=potential.init_position.dtype)
         start = config.sgld_step_size
         return hamcmc.HAMCMCParams(
@@ -100,6 +102,7 @@ def hamcmc_spec(config: HAMCMCConfig) -> KernelSpec:
         )
 
     return KernelSpec(
+        stabilize=halve_step_size,
         init=functools.partial(hamcmc.init, memory_size=config.memory_size),
         build_kernel=lambda: hamcmc.build_kernel(config.memory_size, config.schedule),
         default_params=default_params,
@@ -111,7 +114,9 @@ def hamcmc_spec(config: HAMCMCConfig) -> KernelSpec:
 def sgrld_spec(config: SGRLDConfig) -> KernelSpec:
     """The :class:`KernelSpec` of SGRLD with a constant metric (no warmup of its own)."""
 
-    def default_params(rng_key: PRNGKey, potential: SubsampledPotential) -> sgrld.SGRLDParams:
+    def default_params(
+        rng_key: PRNGKey, potential: SubsampledPotential, mode: Array | None = None
+    ) -> sgrld.SGRLDParams:
         dtype, dim = potential.init_position.dtype, potential.dim
         metric = config.metric
         if metric is not None:
@@ -129,6 +134,7 @@ def sgrld_spec(config: SGRLDConfig) -> KernelSpec:
         return f"ε {float(jnp.mean(info.step_size)):.2e}"
 
     return KernelSpec(
+        stabilize=halve_step_size,
         init=sgrld.init,
         build_kernel=lambda: sgrld.build_kernel(config.schedule, config.factorize_each_step),
         default_params=default_params,

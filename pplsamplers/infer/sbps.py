@@ -89,7 +89,9 @@ def sbps_spec(config: SBPSConfig) -> KernelSpec:
             refresh = config.relative_refresh_rate * acceptance / mean_time
         return params._replace(sample_interval=interval, refresh_rate=refresh)
 
-    def default_params(rng_key: PRNGKey, potential: SubsampledPotential) -> sbps.SBPSParams:
+    def default_params(
+        rng_key: PRNGKey, potential: SubsampledPotential, mode: Array | None = None
+    ) -> sbps.SBPSParams:
         """Δ and λ_r from one probe of t̄₀ (as :func:`~pplsamplers.kernels.sbps.init` does)
         at the anchor or the potential's initial point; A = I."""
 

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 
 from pplsamplers import validation
 from pplsamplers.infer.adapter import SubsampledKernel
-from pplsamplers.infer.spec import KernelSpec, WarmupWindow
+from pplsamplers.infer.spec import KernelSpec, WarmupWindow, halve_step_size
 from pplsamplers.kernels import csgld, sgbd
 from pplsamplers.potential import SubsampledPotential, posterior_scale
 from pplsamplers.types import Array, PRNGKey
@@ -54,7 +54,9 @@ class CSGLDConfig:
 def sgbd_spec(config: SGBDConfig) -> KernelSpec:
     """The :class:`KernelSpec` of SGBD; with ``adapt_step_size`` its warmup sets σ (§4.2)."""
 
-    def default_params(rng_key: PRNGKey, potential: SubsampledPotential) -> sgbd.SGBDParams:
+    def default_params(
+        rng_key: PRNGKey, potential: SubsampledPotential, mode: Array | None = None
+    ) -> sgbd.SGBDParams:
         if isinstance(config.step_size, str):  # "auto": half the Laplace sd per coordinate
             at = potential.anchor if potential.anchor is not None else potential.init_position
             sigma = AUTO_SIGMA * posterior_scale(potential, at, "diag")[0]
@@ -83,6 +85,7 @@ def sgbd_spec(config: SGBDConfig) -> KernelSpec:
         )
 
     return KernelSpec(
+        stabilize=halve_step_size,
         init=sgbd.init,
         build_kernel=lambda: sgbd.build_kernel(config.variant, config.noise_decay),
         default_params=default_params,
@@ -95,7 +98,9 @@ def sgbd_spec(config: SGBDConfig) -> KernelSpec:
 def csgld_spec(config: CSGLDConfig) -> KernelSpec:
     """The :class:`KernelSpec` of c-SGLD (no warmup of its own)."""
 
-    def default_params(rng_key: PRNGKey, potential: SubsampledPotential) -> csgld.CSGLDParams:
+    def default_params(
+        rng_key: PRNGKey, potential: SubsampledPotential, mode: Array | None = None
+    ) -> csgld.CSGLDParams:
         return csgld.CSGLDParams(jnp.asarray(config.step_size, potential.init_position.dtype))
 
     def describe(info: csgld.CSGLDInfo) -> str:
@@ -105,6 +110,7 @@ def csgld_spec(config: CSGLDConfig) -> KernelSpec:
         )
 
     return KernelSpec(
+        stabilize=halve_step_size,
         init=csgld.init,
         build_kernel=lambda: csgld.build_kernel(config.noise_decay),
         default_params=default_params,

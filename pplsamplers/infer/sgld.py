@@ -11,7 +11,7 @@ import jax.numpy as jnp
 
 from pplsamplers import validation
 from pplsamplers.infer.adapter import SubsampledKernel
-from pplsamplers.infer.spec import KernelSpec, WarmupWindow
+from pplsamplers.infer.spec import KernelSpec, WarmupWindow, halve_step_size
 from pplsamplers.kernels import sgld
 from pplsamplers.potential import (
     SubsampledPotential,
@@ -42,12 +42,14 @@ class SGLDConfig:
 def sgld_spec(config: SGLDConfig) -> KernelSpec:
     """The :class:`KernelSpec` of SGLD / pSGLD."""
 
-    def default_params(rng_key: PRNGKey, potential: SubsampledPotential) -> sgld.SGLDParams:
+    def default_params(
+        rng_key: PRNGKey, potential: SubsampledPotential, mode: Array | None = None
+    ) -> sgld.SGLDParams:
         dtype = potential.init_position.dtype
         step = config.step_size
         if step == "auto":
             map_key, probe_key = jax.random.split(rng_key)
-            anchor = find_map(map_key, potential).position
+            anchor = find_map(map_key, potential).position if mode is None else mode
             step = suggest_sgld_step_size(probe_key, potential, anchor)
             if config.preconditioned:
                 # pSGLD moves coordinate j by ε·G_j with G_j = 1/(λ + √a_j) and a_j ≈ E[g_j²]
@@ -84,6 +86,7 @@ def sgld_spec(config: SGLDConfig) -> KernelSpec:
         )
 
     return KernelSpec(
+        stabilize=halve_step_size,
         init=sgld.init,
         build_kernel=sgld.build_kernel,
         default_params=default_params,

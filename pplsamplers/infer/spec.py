@@ -11,8 +11,9 @@ Every callable is pure and traceable:
 
 * ``init(rng_key, position, potential, params) -> State``
 * ``kernel(rng_key, state, potential, params) -> (State, Info)`` (from ``build_kernel()``)
-* ``default_params(rng_key, potential) -> Params``: the tunables' starting values for this
-  potential.  The adapter hands kernels a *whitened* potential by default (DESIGN §8), in
+* ``default_params(rng_key, potential, mode) -> Params``: the tunables' starting values for
+  this potential; ``mode`` is the posterior mode the shared warmup found, in the potential's
+  coordinates (``None`` when it looked for none), so no sampler searches for it again.  The adapter hands kernels a *whitened* potential by default (DESIGN §8), in
   which the posterior has roughly unit scale, so unit-scale defaults are right there.
 * ``warmup_init(state, params) -> AdaptState`` and
   ``warmup(rng_key, state, params, adapt_state, info, potential, window) -> (State, Params,
@@ -61,7 +62,8 @@ class KernelSpec(NamedTuple):
         ``() -> kernel``, with ``kernel(rng_key, state, potential, params) -> (State, Info)``;
         the structural options are already bound.
     default_params
-        ``(rng_key, potential) -> Params``.
+        ``(rng_key, potential, mode) -> Params`` (``mode``: the shared warmup's, in the
+        potential's coordinates, or ``None``).
     warmup
         ``(rng_key, state, params, adapt_state, info, potential, window) -> (State, Params,
         AdaptState)`` or ``None`` when the sampler adapts nothing of its own.
@@ -80,11 +82,17 @@ class KernelSpec(NamedTuple):
         Whether vectorised chains step one after the other (``lax.map``) instead of as one
         batched program (``vmap``): for event-driven kernels, whose batched step would run
         both branches of every ``cond`` and every chain's loops as long as the slowest's.
+    stabilize
+        ``Params -> Params``, warmup's answer to a divergent step (one that is not finite,
+        or that jumps more than :data:`DIVERGENT_JUMP` √D in whitened coordinates): the
+        step is rejected and the params made more cautious (:func:`halve_step_size` for
+        the step-size kernels).  ``None``: a divergent step is only rejected when it is
+        not finite (event-driven kernels travel far by design).
     """
 
     init: Callable[[PRNGKey, Array, SubsampledPotential, Any], Any]
     build_kernel: Callable[[], Kernel]
-    default_params: Callable[[PRNGKey, SubsampledPotential], Any]
+    default_params: Callable[[PRNGKey, SubsampledPotential, Array | None], Any]
     warmup: Callable[..., tuple[Any, Any, Any]] | None = None
     warmup_init: Callable[[Any, Any], Any] = no_warmup_init
     diagnostic_fields: tuple[str, ...] = ("data_evals",)
@@ -92,6 +100,27 @@ class KernelSpec(NamedTuple):
     position: Callable[[Any], Array] = position_field
     start: Callable[[PRNGKey, SubsampledPotential, Any], Array | None] | None = None
     chains_in_turn: bool = False
+    stabilize: Callable[[Any], Any] | None = None
 
 
-__all__ = ["Kernel", "KernelSpec", "WarmupWindow", "no_warmup_init", "position_field"]
+DIVERGENT_JUMP = 10.0
+"""A warmup step of a step-size kernel that moves more than ``DIVERGENT_JUMP`` √D in
+whitened coordinates (ten diameters of a unit-scale posterior) is divergent.  A stable step
+moves about √(2εD) ≤ 0.5 √D; an unstable one grows geometrically and passes the limit a few
+steps after it starts, long before it overflows."""
+
+
+def halve_step_size(params: Any) -> Any:
+    """``params`` with ``step_size`` halved: :attr:`KernelSpec.stabilize` of SG kernels."""
+    return params._replace(step_size=params.step_size * 0.5)
+
+
+__all__ = [
+    "DIVERGENT_JUMP",
+    "Kernel",
+    "KernelSpec",
+    "WarmupWindow",
+    "halve_step_size",
+    "no_warmup_init",
+    "position_field",
+]

@@ -280,7 +280,9 @@ def prepare(
             _PREPARED[key] = (shared, (options.model, options.potential, model_args, model_kwargs))
             while len(_PREPARED) > CACHE_SIZE:
                 _PREPARED.popitem(last=False)
-    params = spec.default_params(jax.random.PRNGKey(PREPARE_SEED + 3), shared.potential)
+    potential = shared.potential
+    mode = None if shared.mode is None else potential.from_model(shared.mode)
+    params = spec.default_params(jax.random.PRNGKey(PREPARE_SEED + 3), potential, mode)
     return shared._replace(params=params)
 
 

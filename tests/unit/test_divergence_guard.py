@@ -1,0 +1,64 @@
+"""The adapter's guard against divergent steps of the step-size kernels (``KernelSpec.stabilize``).
+
+In whitened coordinates the posterior of ``normal_mean`` is N(0, 1) and a full-batch SGLD
+step is z ← (1 − ε) z + √(2ε) ξ, which grows geometrically when ε > 2.  A step that is not
+finite or jumps more than ``DIVERGENT_JUMP`` √D is rejected; in warmup the step size is also
+halved, so a run started with ε = 8 ends warmup stable, with finite draws.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from numpyro.infer import MCMC
+
+from pplsamplers import SGLD, HAMCMC
+from pplsamplers.datasets import tiny_regression
+from pplsamplers.infer.spec import DIVERGENT_JUMP, halve_step_size
+from pplsamplers.kernels import sgld
+
+
+def test_halve_step_size_halves_only_the_step():
+    params = sgld.SGLDParams(np.float32(0.4), np.ones(3, np.float32))
+    halved = halve_step_size(params)
+    assert float(halved.step_size) == pytest.approx(0.2)
+    np.testing.assert_array_equal(halved.inverse_metric, params.inverse_metric)
+    assert DIVERGENT_JUMP >= 5.0  # far beyond a stable step's √(2ε D)
+
+
+def _run(kernel, num_warmup: int) -> MCMC:
+    model, _ = tiny_regression()
+    mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=300, progress_bar=False)
+    mcmc.run(jax.random.key(3), jnp.ones(1000), extra_fields=("step_size",))
+    return mcmc
+
+
+def test_warmup_shrinks_an_unstable_step_until_the_chain_is_stable():
+    model, _ = tiny_regression()
+    mcmc = _run(SGLD(model, step_size=8.0, subsample_size=1000), num_warmup=200)
+    draws = np.asarray(mcmc.get_samples()["mu"])
+    step = np.asarray(mcmc.get_extra_fields()["step_size"])
+    assert np.all(np.isfinite(draws))
+    assert float(step[-1]) <= 2.0  # the stable range of the whitened Euler step
+    # posterior N(1, 1/1000): the chain moves (not frozen at a rejected start) and stays
+    # within a few posterior sds (without the guard it overflows at ε = 8, and every later
+    # step is rejected)
+    assert abs(draws.mean() - 1.0) < 0.01
+    assert 0.3 < draws.std() * np.sqrt(1000) < 5.0
+    reverted = int(np.sum(mcmc.get_extra_fields(group_by_chain=False).get("diverging", 0)))
+    assert reverted == 0  # after warmup nothing diverges
+
+
+def test_without_warmup_divergent_steps_are_rejected_and_counted():
+    model, _ = tiny_regression()
+    kernel = SGLD(model, step_size=8.0, subsample_size=1000)
+    mcmc = MCMC(kernel, num_warmup=0, num_samples=100, progress_bar=False)
+    mcmc.run(jax.random.key(3), jnp.ones(1000), extra_fields=("diverging",))
+    draws = np.asarray(mcmc.get_samples()["mu"])
+    assert np.all(np.isfinite(draws))  # never NaN or an overflow: the step is rejected
+    assert int(np.sum(mcmc.get_extra_fields()["diverging"])) > 10
+
+
+def test_hamcmc_declares_the_guard():
+    model, _ = tiny_regression()
+    assert HAMCMC(model).spec.stabilize is halve_step_size
