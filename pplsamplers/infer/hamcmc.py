@@ -102,12 +102,12 @@ def hamcmc_spec(config: HAMCMCConfig) -> KernelSpec:
         )
 
     return KernelSpec(
-        stabilize=halve_step_size,
         init=functools.partial(hamcmc.init, memory_size=config.memory_size),
         build_kernel=lambda: hamcmc.build_kernel(config.memory_size, config.schedule),
         default_params=default_params,
         diagnostic_fields=("data_evals", "skipped_pairs", "step_size", "curvature", "sgld_start"),
         describe=describe,
+        stabilize=halve_step_size,
     )
 
 
@@ -134,12 +134,12 @@ def sgrld_spec(config: SGRLDConfig) -> KernelSpec:
         return f"ε {float(jnp.mean(info.step_size)):.2e}"
 
     return KernelSpec(
-        stabilize=halve_step_size,
         init=sgrld.init,
         build_kernel=lambda: sgrld.build_kernel(config.schedule, config.factorize_each_step),
         default_params=default_params,
         diagnostic_fields=sgrld.SGRLDInfo._fields,
         describe=describe,
+        stabilize=halve_step_size,
     )
 
 

@@ -85,13 +85,13 @@ def sgbd_spec(config: SGBDConfig) -> KernelSpec:
         )
 
     return KernelSpec(
-        stabilize=halve_step_size,
         init=sgbd.init,
         build_kernel=lambda: sgbd.build_kernel(config.variant, config.noise_decay),
         default_params=default_params,
         warmup=warmup if config.adapt_step_size else None,
         diagnostic_fields=sgbd.SGBDInfo._fields,
         describe=describe,
+        stabilize=halve_step_size,
     )
 
 
@@ -110,12 +110,12 @@ def csgld_spec(config: CSGLDConfig) -> KernelSpec:
         )
 
     return KernelSpec(
-        stabilize=halve_step_size,
         init=csgld.init,
         build_kernel=lambda: csgld.build_kernel(config.noise_decay),
         default_params=default_params,
         diagnostic_fields=csgld.CSGLDInfo._fields,
         describe=describe,
+        stabilize=halve_step_size,
     )
 
 

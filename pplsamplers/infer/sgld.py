@@ -86,7 +86,6 @@ def sgld_spec(config: SGLDConfig) -> KernelSpec:
         )
 
     return KernelSpec(
-        stabilize=halve_step_size,
         init=sgld.init,
         build_kernel=sgld.build_kernel,
         default_params=default_params,
@@ -94,6 +93,7 @@ def sgld_spec(config: SGLDConfig) -> KernelSpec:
         warmup_init=warmup_init,
         diagnostic_fields=("data_evals", "step_size", "grad_norm"),
         describe=describe,
+        stabilize=halve_step_size,
     )
 
 

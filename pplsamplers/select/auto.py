@@ -10,7 +10,7 @@ import numpy as np
 from numpyro.infer.mcmc import MCMCKernel
 
 from pplsamplers.cache import enable_compilation_cache
-from pplsamplers.potential import discrete_latent_sites, model_info
+from pplsamplers.potential import discrete_latent_sites, inspect
 from pplsamplers.registry import SAMPLERS, make_kernel
 from pplsamplers.select.competence import rank_candidates
 from pplsamplers.select.decision import Decision
@@ -139,12 +139,13 @@ class AutoSampler(MCMCKernel):
         subsample = self.overrides.get("subsample_size")
         data_plate = self.overrides.get("data_plate")
         probe_size = subsample  # the features' noise probes need a minibatch size
-        if probe_size is None and not discrete_latent_sites(self._model, model_args, model_kwargs):
-            info = model_info(self._model, model_args, model_kwargs, data_plate)
-            if info.data_plate is not None and info.model_subsample_size is None:
-                probe_size = default_subsample_size(info.data_size)
+        model: Any = self._model
+        if not discrete_latent_sites(model, model_args, model_kwargs):
+            model = inspect(model, model_args, model_kwargs, data_plate)  # traced once
+            if probe_size is None and model.data_plate and model.model_subsample_size is None:
+                probe_size = default_subsample_size(model.data_size)
         features = model_features(
-            self._model, model_args, model_kwargs, subsample_size=probe_size, data_plate=data_plate
+            model, model_args, model_kwargs, subsample_size=probe_size, data_plate=data_plate
         )
         ranking = tuple(rank_candidates(features, self.candidates or available_candidates()))
         if not ranking:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -17,12 +17,13 @@ import numpy as np
 from jax import lax
 
 from pplsamplers.potential import (
+    ModelView,
     SubsampledPotential,
     discrete_latent_sites,
     find_map,
     gradient_noise_variance,
+    inspect,
     make_potential,
-    model_info,
 )
 from pplsamplers.potential.modes import count_modes
 from pplsamplers.types import Array, PRNGKey
@@ -223,35 +224,10 @@ def _probe_arrays(key: PRNGKey, potential: SubsampledPotential, x_map: Array) ->
     )
 
 
-def model_features(
-    model: Callable,
-    model_args: tuple = (),
-    model_kwargs: dict | None = None,
-    *,
-    subsample_size: int | None = None,
-    data_plate: str | None = None,
-    rng_key: PRNGKey | None = None,
-    probe: bool = True,
-) -> ModelFeatures:
-    """Compute :class:`ModelFeatures` for a NumPyro model and its data.
-
-    ``probe=False`` skips the MAP-based probes (their fields are NaN).  Models with
-    discrete latent sites get only their structural features.
-
-    Examples
-    --------
-    >>> import jax
-    >>> from models import linear_gaussian
-    >>> args, kwargs = linear_gaussian.load_data(N=200, D=2)
-    >>> f = model_features(linear_gaussian.model, args, kwargs, subsample_size=20)
-    >>> f.dim, f.num_data, f.quadratic_misfit < 1e-6
-    (2, 200, True)
-    """
-    model_kwargs = dict(model_kwargs or {})
-    key = jax.random.PRNGKey(0) if rng_key is None else rng_key
-    discrete = tuple(discrete_latent_sites(model, model_args, model_kwargs))
+def _without_probes(**structural: Any) -> ModelFeatures:
+    """Structural features only: every probe field NaN (or its neutral value)."""
     nan = float("nan")
-    probes = dict(
+    return ModelFeatures(
         curvature_spread=nan,
         correlation_condition=nan,
         gradient_noise_ratio=nan,
@@ -264,46 +240,75 @@ def model_features(
         map_position=None,
         curvature_diagonal=None,
         gradient_noise_sd=None,
+        **structural,
     )
-    if discrete:
-        return ModelFeatures(
-            num_data=0,
-            subsample_size=0,
-            dim=0,
-            has_data_plate=False,
-            discrete_sites=discrete,
-            constrained_sites=(),
-            cost_ratio=1.0,
-            **probes,
-        )
-    info = model_info(model, model_args, model_kwargs, data_plate)
-    if info.edge_sites:  # a hard edge at the data: no mode-based probe is meaningful
-        return ModelFeatures(
-            num_data=info.data_size,
-            subsample_size=subsample_size or info.model_subsample_size or info.data_size,
-            dim=sum(math.prod(shape) for shape in info.unconstrained_shapes.values()),
-            has_data_plate=info.data_plate is not None,
-            discrete_sites=(),
-            constrained_sites=tuple(info.constrained_sites),
-            cost_ratio=1.0,
-            edge_sites=tuple(info.edge_sites),
-            **probes,
-        )
-    potential = make_potential(
-        model, model_args, model_kwargs, subsample_size, data_plate=data_plate
-    )
-    if probe:
-        probes = probe_features(key, potential)
-    return ModelFeatures(
-        num_data=potential.N,
-        subsample_size=potential.n,
-        dim=potential.dim,
+
+
+def model_features(
+    model: Callable | ModelView,
+    model_args: tuple = (),
+    model_kwargs: dict | None = None,
+    *,
+    subsample_size: int | None = None,
+    data_plate: str | None = None,
+    rng_key: PRNGKey | None = None,
+    probe: bool = True,
+) -> ModelFeatures:
+    """Compute :class:`ModelFeatures` for a NumPyro model and its data.
+
+    ``model`` is the model itself or its :class:`~pplsamplers.potential.ModelView` from
+    :func:`~pplsamplers.potential.inspect` (which carries the arguments and data plate, so
+    the model is not traced again).  ``probe=False`` skips the MAP-based probes (their
+    fields are NaN).  Models with discrete latent sites get only their structural features.
+
+    Examples
+    --------
+    >>> import jax
+    >>> from models import linear_gaussian
+    >>> args, kwargs = linear_gaussian.load_data(N=200, D=2)
+    >>> f = model_features(linear_gaussian.model, args, kwargs, subsample_size=20)
+    >>> f.dim, f.num_data, f.quadratic_misfit < 1e-6
+    (2, 200, True)
+    """
+    if not isinstance(model, ModelView):
+        model_kwargs = dict(model_kwargs or {})
+        discrete = tuple(discrete_latent_sites(model, model_args, model_kwargs))
+        if discrete:
+            return _without_probes(
+                num_data=0,
+                subsample_size=0,
+                dim=0,
+                has_data_plate=False,
+                discrete_sites=discrete,
+                constrained_sites=(),
+                cost_ratio=1.0,
+            )
+        model = inspect(model, model_args, model_kwargs, data_plate)
+    view, info = model, model.info
+    structural = dict(
         has_data_plate=info.data_plate is not None,
         discrete_sites=(),
         constrained_sites=tuple(info.constrained_sites),
-        cost_ratio=potential.n / potential.N,
-        **probes,
     )
+    if info.edge_sites:  # a hard edge at the data: no mode-based probe is meaningful
+        return _without_probes(
+            num_data=info.data_size,
+            subsample_size=subsample_size or info.model_subsample_size or info.data_size,
+            dim=sum(math.prod(shape) for shape in info.unconstrained_shapes.values()),
+            cost_ratio=1.0,
+            edge_sites=tuple(info.edge_sites),
+            **structural,
+        )
+    potential = make_potential(view, subsample_size=subsample_size)
+    key = jax.random.PRNGKey(0) if rng_key is None else rng_key
+    features = _without_probes(
+        num_data=potential.N,
+        subsample_size=potential.n,
+        dim=potential.dim,
+        cost_ratio=potential.n / potential.N,
+        **structural,
+    )
+    return features._replace(**probe_features(key, potential)) if probe else features
 
 
 def laplace_starts(rng_key: PRNGKey, features: ModelFeatures, num_chains: int) -> Array | None:
