@@ -55,6 +55,33 @@ def test_multimodal_mixture_is_flagged():
     assert all("control_variate" not in c.params for c in ranked)
 
 
+def test_mode_probe_on_a_weighted_subset_keeps_u_and_the_modes():
+    """Above MODE_PROBE_DATA data the mode probe reads a weighted random subset: its U is an
+    unbiased estimate of the full U (same scale), the mixture's separated modes still show,
+    and a unimodal posterior still has one (the subset's optima stray, without a barrier)."""
+    from models import multimodal_mixture
+    from pplsamplers.potential import find_map, make_potential
+    from pplsamplers.potential.modes import count_modes, on_a_subset
+
+    args, kwargs = multimodal_mixture.load_data(N=4000)
+    pot = make_potential(multimodal_mixture.model, args, kwargs, 10)
+    x_map = find_map(jax.random.key(0), pot).position
+    values = []
+    for seed in range(20):
+        subset = on_a_subset(jax.random.key(seed), pot, 400)
+        assert (subset.N, subset.n) == (400, 10)
+        values.append(float(subset.full_value_and_grad(x_map)[0]))
+    full = float(pot.full_value_and_grad(x_map)[0])
+    assert abs(np.mean(values) - full) < 4 * np.std(values) / np.sqrt(20)
+    curvature = jnp.full(2, 1.6e4 * 4)
+    assert count_modes(jax.random.key(1), pot, x_map, curvature, max_data=400) > 1
+
+    args, kwargs = linear_gaussian.load_data(N=4000, D=3)
+    pot = make_potential(linear_gaussian.model, args, kwargs, 40)
+    x_map = find_map(jax.random.key(0), pot).position
+    assert count_modes(jax.random.key(1), pot, x_map, jnp.full(3, 4000.0), max_data=400) == 1
+
+
 def test_correlated_design_is_flagged():
     args, kwargs = linear_gaussian.load_data(N=400, D=6, correlation=0.95)
     f = model_features(linear_gaussian.model, args, kwargs, subsample_size=40)
