@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from numpyro.infer import MCMC
 
-from pplsamplers import SGLD, HAMCMC
+from pplsamplers import HAMCMC, SGLD
 from pplsamplers.datasets import tiny_regression
 from pplsamplers.infer.spec import DIVERGENT_JUMP, halve_step_size
 from pplsamplers.kernels import sgld
