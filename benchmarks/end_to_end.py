@@ -69,6 +69,10 @@ import tempfile
 import time
 from pathlib import Path
 
+# what `import pplsamplers` before JAX sets for users (pplsamplers/__init__.py); the workers
+# inherit it, and JAX reads it at import ("0" here measures JAX's default instead)
+os.environ.setdefault("JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS", "1")
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 D = 20

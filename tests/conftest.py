@@ -4,6 +4,8 @@ import os
 import sys
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+# what `import pplsamplers` before JAX gives users (pplsamplers/__init__.py); JAX reads it once
+os.environ.setdefault("JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS", "1")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
