@@ -252,7 +252,9 @@ class SubsampledKernel(MCMCKernel):
     ) -> Callable[[SamplerState], SamplerState]:
         """One MCMC step of a batch of chains (leading axis; they share ``iteration``).
 
-        Each chain moves by the kernel, and a step that is not finite is rejected.  During
+        Each chain moves by the kernel, and a step that is not finite is rejected (for the
+        step-size kernels also a jump past ``DIVERGENT_JUMP`` √D, which in warmup halves
+        the step size: ``KernelSpec.stabilize``).  During
         warmup the sampler's own warmup updates its params, and at window ends each chain's
         metric is refined from its draws (:mod:`pplsamplers.infer.metric`).  The stages are
         ``lax.cond`` on the shared iteration *outside* the ``vmap`` over chains, so after
@@ -279,7 +281,7 @@ class SubsampledKernel(MCMCKernel):
             new_state, info = kernel(step_key, state.kernel_state, potential, state.params)
             finite = _finite(new_state)
             params = state.params
-            if guard:  # in warmup a divergent step is rejected and the step size shrunk
+            if guard:  # a divergent step is rejected; in warmup it also halves the step size
                 jump = jnp.linalg.norm(spec.position(new_state) - spec.position(state.kernel_state))
                 divergent = ~(finite & (jump <= jump_limit))
                 finite = finite & ~divergent

@@ -13,8 +13,9 @@ Every callable is pure and traceable:
 * ``kernel(rng_key, state, potential, params) -> (State, Info)`` (from ``build_kernel()``)
 * ``default_params(rng_key, potential, mode) -> Params``: the tunables' starting values for
   this potential; ``mode`` is the posterior mode the shared warmup found, in the potential's
-  coordinates (``None`` when it looked for none), so no sampler searches for it again.  The adapter hands kernels a *whitened* potential by default (DESIGN §8), in
-  which the posterior has roughly unit scale, so unit-scale defaults are right there.
+  coordinates (``None`` when it looked for none), so no sampler searches for it again.  The
+  adapter hands kernels a *whitened* potential by default (DESIGN §8), in which the
+  posterior has roughly unit scale, so unit-scale defaults are right there.
 * ``warmup_init(state, params) -> AdaptState`` and
   ``warmup(rng_key, state, params, adapt_state, info, potential, window) -> (State, Params,
   AdaptState)``: one warmup update after each warmup step.  The adapter stops calling it when
@@ -104,10 +105,11 @@ class KernelSpec(NamedTuple):
 
 
 DIVERGENT_JUMP = 10.0
-"""A warmup step of a step-size kernel that moves more than ``DIVERGENT_JUMP`` √D in
-whitened coordinates (ten diameters of a unit-scale posterior) is divergent.  A stable step
-moves about √(2εD) ≤ 0.5 √D; an unstable one grows geometrically and passes the limit a few
-steps after it starts, long before it overflows."""
+"""A step of a step-size kernel that moves more than ``DIVERGENT_JUMP`` √D in whitened
+coordinates (ten diameters of a unit-scale posterior) is divergent: it is rejected, and in
+warmup the step size is halved.  A stable step moves about √(2εD) ≤ 0.5 √D; an unstable one
+grows geometrically and passes the limit a few steps after it starts, long before it
+overflows."""
 
 
 def halve_step_size(params: Any) -> Any:

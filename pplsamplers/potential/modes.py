@@ -25,8 +25,10 @@ MODE_PROBE_DATA = 20_000
 """The probe's U reads at most this many data: a fixed random subset (with replacement), each
 datum weighted N / size, so U stays an unbiased estimate of the full U on the same scale.
 Separated optima (label switching, mixture components) are structural and show on such a
-subset, and the probe's ~10³ data passes no longer grow with N (16 s at N = 10⁶ in float32
-with every datum, a fraction of a second with the subset)."""
+subset, and the probe's ~10³ data passes no longer grow with N (at N = 10⁶ in float32 the
+probe took 16 s with every datum and 9-11 s with the subset; what is left is compiling the
+vmapped L-BFGS, 3.5-4.3 s when JAX hoists the data out of the program, see
+``pplsamplers/__init__.py``)."""
 
 
 def on_a_subset(rng_key: PRNGKey, potential: SubsampledPotential, size: int) -> SubsampledPotential:
