@@ -24,13 +24,21 @@ from __future__ import annotations
 from typing import NamedTuple, Unpack
 
 from pplsamplers.kernels.boomerang_reference import GaussianReference
-from pplsamplers.pdmp import builder
+from pplsamplers.pdmp.builder import (
+    PDMP,
+    Dynamics,
+    PDMPState,
+    ThinningArguments,
+    ThinningOptions,
+    build,
+    make_pdmp_params,
+)
 from pplsamplers.pdmp.events import PDMPInfo
 from pplsamplers.pdmp.flow import elliptical_flow
 from pplsamplers.potential import SubsampledPotential
 from pplsamplers.types import Array
 
-BoomerangState = builder.PDMPState
+BoomerangState = PDMPState
 BoomerangInfo = PDMPInfo
 
 
@@ -50,18 +58,15 @@ class BoomerangParams(NamedTuple):
     """N(x*, Σ*): the flow's centre x* and the velocity law N(0, Σ*)."""
 
 
-DEFAULT_TIMES = builder.PDMPTimes(
-    sample_interval=1.0, t_init=0.25, max_extrapolation=0.5, refresh_rate=1.0
-)
-"""The PDMP times (radians of the flow) :func:`make_params` uses where none is given."""
-
-
 def make_params(
-    reference: GaussianReference, **times: Unpack[builder.PDMPTimes]
+    reference: GaussianReference,
+    *,
+    sample_interval: float = 1.0,
+    t_init: float = 0.25,
+    max_extrapolation: float = 0.5,
+    refresh_rate: float = 1.0,
 ) -> BoomerangParams:
     """:class:`BoomerangParams` from Python values, validated (errors name the argument).
-
-    ``times`` are :class:`~pplsamplers.pdmp.builder.PDMPTimes` over :data:`DEFAULT_TIMES`.
 
     Examples
     --------
@@ -70,7 +75,9 @@ def make_params(
     >>> make_params(gaussian_reference(jnp.zeros(2), jnp.ones(2))).t_init
     Array(0.25, dtype=float32)
     """
-    common = builder.make_pdmp_params(DEFAULT_TIMES, reference.mean.dtype, **times)
+    common = make_pdmp_params(
+        sample_interval, t_init, max_extrapolation, refresh_rate, reference.mean.dtype
+    )
     return BoomerangParams(*common, reference)
 
 
@@ -81,7 +88,7 @@ def energy_gradient(
     return potential.grad(x, idx) - reference.precision_times(x - reference.mean)
 
 
-def dynamics() -> builder.Dynamics:
+def dynamics() -> Dynamics:
     """The Boomerang declaration (module docstring)."""
 
     def rate(
@@ -98,7 +105,7 @@ def dynamics() -> builder.Dynamics:
         reference = params.reference
         return reference.reflect(v, energy_gradient(potential, reference, x, idx))
 
-    return builder.Dynamics(
+    return Dynamics(
         flow=lambda params: elliptical_flow(params.reference.mean),
         rate=rate,
         reflect=bounce,
@@ -106,7 +113,7 @@ def dynamics() -> builder.Dynamics:
     )
 
 
-def build_pdmp(**thinning: Unpack[builder.ThinningArguments]) -> builder.PDMP:
+def build_pdmp(**thinning: Unpack[ThinningArguments]) -> PDMP:
     """The Boomerang's ``(init, kernel, skeleton)`` from the structural
     :class:`~pplsamplers.pdmp.builder.ThinningOptions`, given as keyword arguments
     (:class:`~pplsamplers.pdmp.builder.ThinningArguments`).
@@ -125,11 +132,10 @@ def build_pdmp(**thinning: Unpack[builder.ThinningArguments]) -> builder.PDMP:
     >>> int(pdmp.kernel(jax.random.key(1), state, pot, params)[1].num_bounces)
     0
     """
-    return builder.build(dynamics(), **thinning)
+    return build(dynamics(), ThinningOptions(**thinning))
 
 
 __all__ = [
-    "DEFAULT_TIMES",
     "BoomerangInfo",
     "BoomerangParams",
     "BoomerangState",

@@ -25,13 +25,21 @@ from typing import NamedTuple, Unpack
 import jax.numpy as jnp
 
 from pplsamplers import validation
-from pplsamplers.pdmp import builder
+from pplsamplers.pdmp.builder import (
+    PDMP,
+    Dynamics,
+    PDMPState,
+    ThinningArguments,
+    ThinningOptions,
+    build,
+    make_pdmp_params,
+)
 from pplsamplers.pdmp.events import PDMPInfo
 from pplsamplers.pdmp.flow import linear_flow, reflect, refresh_gaussian
 from pplsamplers.potential import SubsampledPotential
 from pplsamplers.types import Array, PRNGKey
 
-BPSState = builder.PDMPState
+BPSState = PDMPState
 BPSInfo = PDMPInfo
 
 
@@ -46,29 +54,24 @@ class BPSParams(NamedTuple):
     """A = diag(``direction_scale``) (ones for plain BPS)."""
 
 
-DEFAULT_TIMES = builder.PDMPTimes(
-    sample_interval=1.0, t_init=0.1, max_extrapolation=1.0, refresh_rate=1.0
-)
-"""The PDMP times :func:`make_params` uses where none is given."""
-
-
 def make_params(
     dim: int,
     *,
+    sample_interval: float = 1.0,
+    t_init: float = 0.1,
+    max_extrapolation: float = 1.0,
+    refresh_rate: float = 1.0,
     direction_scale: Array | None = None,
     dtype: jnp.dtype | None = None,
-    **times: Unpack[builder.PDMPTimes],
 ) -> BPSParams:
     """:class:`BPSParams` from Python values, validated (``ValueError`` names the argument).
-
-    ``times`` are :class:`~pplsamplers.pdmp.builder.PDMPTimes` over :data:`DEFAULT_TIMES`.
 
     Examples
     --------
     >>> make_params(2, sample_interval=0.5).direction_scale
     Array([1., 1.], dtype=float32)
     """
-    common = builder.make_pdmp_params(DEFAULT_TIMES, dtype, **times)
+    common = make_pdmp_params(sample_interval, t_init, max_extrapolation, refresh_rate, dtype)
     dtype = common.sample_interval.dtype
     scale = (
         jnp.ones(dim, dtype)
@@ -80,7 +83,7 @@ def make_params(
     return BPSParams(*common, scale)
 
 
-def dynamics(velocity_scale: float = 1.0) -> builder.Dynamics:
+def dynamics(velocity_scale: float = 1.0) -> Dynamics:
     """The BPS / σBPS declaration (module docstring)."""
 
     def rate(
@@ -96,7 +99,7 @@ def dynamics(velocity_scale: float = 1.0) -> builder.Dynamics:
     def draw_velocity(rng_key: PRNGKey, params: BPSParams, position: Array) -> Array:
         return refresh_gaussian(rng_key, velocity_scale * jnp.ones_like(position))
 
-    return builder.Dynamics(
+    return Dynamics(
         flow=lambda params: linear_flow(params.direction_scale),
         rate=rate,
         reflect=bounce,
@@ -104,9 +107,7 @@ def dynamics(velocity_scale: float = 1.0) -> builder.Dynamics:
     )
 
 
-def build_pdmp(
-    *, velocity_scale: float = 1.0, **thinning: Unpack[builder.ThinningArguments]
-) -> builder.PDMP:
+def build_pdmp(*, velocity_scale: float = 1.0, **thinning: Unpack[ThinningArguments]) -> PDMP:
     """BPS's ``(init, kernel, skeleton)`` from the structural options.
 
     Parameters
@@ -131,11 +132,10 @@ def build_pdmp(
     ((2,), (2,), 0)
     """
     validation.positive("velocity_scale", velocity_scale)
-    return builder.build(dynamics(float(velocity_scale)), **thinning)
+    return build(dynamics(float(velocity_scale)), ThinningOptions(**thinning))
 
 
 __all__ = [
-    "DEFAULT_TIMES",
     "BPSInfo",
     "BPSParams",
     "BPSState",

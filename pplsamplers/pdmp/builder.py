@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypedDict, Unpack
+from typing import Any, NamedTuple, TypedDict
 
 import jax.numpy as jnp
 
@@ -67,37 +67,30 @@ class PDMPParams(NamedTuple):
     refresh_rate: Array
 
 
-class PDMPTimes(TypedDict, total=False):
-    """The :class:`PDMPParams` fields as keyword arguments (a kernel's
-    ``make_params(**times)``); a missing one takes the kernel's default."""
-
-    sample_interval: float
-    t_init: float
-    max_extrapolation: float
-    refresh_rate: float
-
-
 def make_pdmp_params(
-    defaults: PDMPTimes, dtype: jnp.dtype | None = None, **times: Unpack[PDMPTimes]
+    sample_interval: float,
+    t_init: float,
+    max_extrapolation: float,
+    refresh_rate: float,
+    dtype: jnp.dtype | None = None,
 ) -> PDMPParams:
-    """:class:`PDMPParams` from ``times`` over a kernel's ``defaults``, validated (errors name
-    the argument; an unknown name is a ``TypeError``).
+    """:class:`PDMPParams` from Python values, validated (errors name the argument).
 
     Examples
     --------
-    >>> defaults = PDMPTimes(sample_interval=1.0, t_init=0.1, max_extrapolation=1.0, refresh_rate=1.0)
-    >>> make_pdmp_params(defaults, refresh_rate=0.0).refresh_rate
+    >>> make_pdmp_params(1.0, 0.1, 1.0, 0.0).refresh_rate
     Array(0., dtype=float32)
     """
-    unknown = sorted(set(times) - set(PDMPParams._fields))
-    if unknown:
-        raise TypeError(f"unknown PDMP time {unknown}; the times are {PDMPParams._fields}.")
-    merged = {**defaults, **times}
-    for name in ("sample_interval", "t_init", "max_extrapolation"):
-        validation.positive(name, merged[name])
-    validation.positive("refresh_rate", merged["refresh_rate"], allow_zero=True)
+    for name, value in (
+        ("sample_interval", sample_interval),
+        ("t_init", t_init),
+        ("max_extrapolation", max_extrapolation),
+    ):
+        validation.positive(name, value)
+    validation.positive("refresh_rate", refresh_rate, allow_zero=True)
     dtype = dtype or jnp.result_type(float)
-    return PDMPParams(*(jnp.asarray(merged[name], dtype) for name in PDMPParams._fields))
+    times = (sample_interval, t_init, max_extrapolation, refresh_rate)
+    return PDMPParams(*(jnp.asarray(t, dtype) for t in times))
 
 
 class Dynamics(NamedTuple):
@@ -195,9 +188,8 @@ class PDMP(NamedTuple):
     skeleton: Callable[[PRNGKey, PDMPState, SubsampledPotential, Any, int], Skeleton]
 
 
-def build(dynamics: Dynamics, **thinning: Unpack[ThinningArguments]) -> PDMP:
-    """The ``init``, ``kernel`` and ``skeleton`` of the PDMP declared by ``dynamics``, with the
-    :class:`ThinningOptions` given as keyword arguments (a missing one takes its default).
+def build(dynamics: Dynamics, options: ThinningOptions | None = None) -> PDMP:
+    """The ``init``, ``kernel`` and ``skeleton`` of the PDMP declared by ``dynamics``.
 
     Examples
     --------
@@ -212,14 +204,14 @@ def build(dynamics: Dynamics, **thinning: Unpack[ThinningArguments]) -> PDMP:
     ...     reflect=lambda pot, p, x, v, idx: reflect(v, pot.grad(x, idx)),
     ...     draw_velocity=lambda key, p, x: refresh_gaussian(key, jnp.ones_like(x)),
     ... )
-    >>> pdmp, pot = build(bps, alpha=1.0), tiny_potential(1)
+    >>> pdmp, pot = build(bps, ThinningOptions(alpha=1.0)), tiny_potential(1)
     >>> params = PDMPParams(*(jnp.asarray(t) for t in (2.0, 0.1, 1.0, 1.0)))
     >>> state = pdmp.init(jax.random.key(0), jnp.ones(1), pot, params)
     >>> state, info = pdmp.kernel(jax.random.key(1), state, pot, params)
     >>> info.time_average.shape, int(info.bound_violations)
     ((1,), 0)
     """
-    options = ThinningOptions(**thinning)
+    options = ThinningOptions() if options is None else options
 
     def next_event(potential: SubsampledPotential, params: Any) -> tuple[Callable, Flow]:
         flow = dynamics.flow(params)
@@ -304,7 +296,6 @@ __all__ = [
     "Dynamics",
     "PDMPParams",
     "PDMPState",
-    "PDMPTimes",
     "ThinningArguments",
     "ThinningOptions",
     "build",
