@@ -172,7 +172,8 @@ def test_numpy_data_work_as_they_do_in_nuts():
     # traced indices (X[idx]), which a NumPy array refuses, so pplsamplers converts them
     # where every kernel inspects the model
     X, y = (np.asarray(a) for a in _data(500, 2))
-    mcmc = MCMC(SGLD(_regression, subsample_size=50), num_warmup=20, num_samples=20)
+    kernel = SGLD(_regression, subsample_size=50)
+    mcmc = MCMC(kernel, num_warmup=20, num_samples=20, progress_bar=False)
     mcmc.run(jax.random.key(0), X, y)
     assert np.all(np.isfinite(mcmc.get_samples()["w"]))
 
