@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -193,41 +194,57 @@ class SubsampledKernel(MCMCKernel):
                 "on the data's mesh). Use chain_method='vectorized' (the chains share the "
                 "sharded data), or 'parallel' with unsharded data."
             )
-        prepared = self._prepare(model_args, model_kwargs or {})
+        prepared = self._prepare(model_args, model_kwargs or {}, traced=not is_concrete(rng_key))
         sample_chains = self.make_step(prepared, int(num_warmup))
+        init_kernel = jax.jit(lambda key, x, p: self.spec.init(key, x, prepared.potential, p))
         if is_prng_key(rng_key):  # one chain (sequential or parallel): a batch of one
             self._sample_fn = lambda state: jax.tree.map(
                 lambda leaf: leaf[0], sample_chains(jax.tree.map(lambda leaf: leaf[None], state))
             )
-            return self.init_chain(rng_key, init_params, prepared)
+            return self.init_chain(rng_key, init_params, prepared, init_kernel)
         self._sample_fn = sample_chains
         chains = [
             self.init_chain(
                 key,
                 None if init_params is None else jax.tree.map(lambda p, i=i: p[i], init_params),
                 prepared,
+                init_kernel,
             )
             for i, key in enumerate(rng_key)
         ]
         return jax.tree.map(lambda *xs: jnp.stack(xs), *chains)
 
     # ----------------------------------------------------------- the driver
-    def _prepare(self, model_args: tuple, model_kwargs: dict) -> Prepared:
+    def _prepare(self, model_args: tuple, model_kwargs: dict, traced: bool = True) -> Prepared:
+        """The shared warmup's result for these arguments (computed once).
+
+        ``traced``: called inside a trace (NumPyro's ``pmap`` of parallel chains), where the
+        set-up runs under ``jax.ensure_compile_time_eval`` to stay concrete.  Outside one
+        that context is left off: under it, the operations on the data inside the set-up's
+        compiled programs run eagerly, one small program each.
+        """
         signature = (model_args, tuple(sorted(model_kwargs.items())))
         if self.prepared is None or not _same(self._prepared_for, signature):
-            with jax.ensure_compile_time_eval():  # concrete even inside pmap's trace
+            context = jax.ensure_compile_time_eval() if traced else contextlib.nullcontext()
+            with context:
                 self.prepared = prepare(self.options, self.spec, model_args, model_kwargs)
             self._prepared_for = signature
         return self.prepared
 
-    def init_chain(self, rng_key: PRNGKey, init_params: Any, prepared: Prepared) -> SamplerState:
-        """The state of one chain: start, kernel state, params and a zero ``Info``."""
+    def init_chain(
+        self, rng_key: PRNGKey, init_params: Any, prepared: Prepared, init_kernel: Callable
+    ) -> SamplerState:
+        """The state of one chain: start, kernel state, params and a zero ``Info``.
+
+        ``init_kernel(key, position, params)`` is the kernel's ``init`` compiled once for all
+        chains (run eagerly, it would evaluate the model one small program per operation).
+        """
         start_key, kernel_key, chain_key = jax.random.split(rng_key, 3)
         potential, spec = prepared.potential, self.spec
         position = starting_point(start_key, init_params, prepared, spec)
         params = prepared.params
         metric = metrics.Metric(prepared.center, prepared.factor)
-        kernel_state = spec.init(kernel_key, position, potential, params)
+        kernel_state = init_kernel(kernel_key, position, params)
         kernel = spec.build_kernel()
         shapes = jax.eval_shape(
             lambda k, s, p: kernel(k, s, potential, p), kernel_key, kernel_state, params

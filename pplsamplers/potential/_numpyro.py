@@ -24,35 +24,15 @@ from numpyro import handlers
 from numpyro.distributions import Unit, constraints
 from numpyro.distributions.transforms import biject_to
 from numpyro.distributions.util import sum_rightmost
-from numpyro.infer import init_to_uniform
-from numpyro.primitives import Messenger
 
 from pplsamplers.potential import _support
+from pplsamplers.potential._tracing import (
+    _plates_of,
+    _trace,
+    _trace_or_explain,
+    set_plate,
+)
 from pplsamplers.types import Array
-
-
-class set_plate(Messenger):
-    """Fix the indices of plate ``name`` to ``indices``; the plate applies ``size/len``.
-
-    ``indices=None`` gives the full-data view: every datum, scale one.  ``name=None``
-    applies to every plate of the model.
-    """
-
-    def __init__(
-        self, fn: Callable | None = None, name: str | None = "", indices: Array | None = None
-    ):
-        self.name = name
-        self.indices = indices
-        self.original: dict[str, tuple] = {}  # plate name -> the model's own (size, subsample)
-        super().__init__(fn)
-
-    def process_message(self, msg: dict) -> None:
-        if msg["type"] == "plate" and (self.name is None or msg["name"] == self.name):
-            self.original[msg["name"]] = tuple(msg["args"])
-            size = msg["args"][0]
-            indices = jnp.arange(size) if self.indices is None else self.indices
-            msg["value"] = indices
-            msg["args"] = (size, indices.shape[0])
 
 
 class SiteInfo(NamedTuple):
@@ -71,32 +51,6 @@ class SiteInfo(NamedTuple):
     edge_sites: tuple[str, ...] = ()  # observed, support depends on latents (see _support)
 
 
-def _trace(
-    model: Callable,
-    model_args: tuple,
-    model_kwargs: dict,
-    init_strategy: Callable | None = None,
-    seed: int = 0,
-) -> dict:
-    """Trace ``model`` with latent values from ``init_strategy`` (never ``fn.sample()``)."""
-    seeded = handlers.seed(model, rng_seed=seed)
-    substituted = handlers.substitute(seeded, substitute_fn=init_strategy or init_to_uniform)
-    return handlers.trace(substituted).get_trace(*model_args, **model_kwargs)
-
-
-def _is_broadcast_error(error: Exception) -> bool:
-    return "broadcast" in str(error).lower()
-
-
-def _unindexed_plate_error(site: dict, plate: str, values: int, indices: int) -> ValueError:
-    return ValueError(
-        f"site '{site['name']}' in plate '{plate}' has {values} values where the plate gave "
-        f"{indices} indices: index the data with the plate's indices "
-        f"(`with numpyro.plate('{plate}', N, subsample_size=n) as idx:` then X[idx], y[idx]) "
-        "or use numpyro.subsample(X, event_dim=...) inside the plate."
-    )
-
-
 def _plate_axis(site: dict, plate: str) -> int | None:
     """Axis of ``plate`` in ``site``'s value (``None`` when the value lacks it)."""
     frame = next(f for f in site["cond_indep_stack"] if f.name == plate)
@@ -105,38 +59,11 @@ def _plate_axis(site: dict, plate: str) -> int | None:
     return axis if axis >= 0 else None
 
 
-def _trace_or_explain(
-    model: Callable, model_args: tuple, model_kwargs: dict, init_strategy: Callable | None
-) -> dict:
-    """:func:`_trace`, turning a subsample plate used without its indices into a clear error."""
-    try:
-        return _trace(model, model_args, model_kwargs, init_strategy)
-    except (ValueError, TypeError) as error:
-        if not _is_broadcast_error(error):
-            raise
-        full = set_plate(model, name=None, indices=None)
-        try:
-            trace = _trace(full, model_args, model_kwargs, init_strategy)
-        except Exception:
-            raise error from None
-        for plate, (size, sub) in full.original.items():
-            if sub in (None, size):
-                continue
-            for site in trace.values():
-                if site["type"] == "sample" and site["is_observed"] and plate in _plates_of(site):
-                    raise _unindexed_plate_error(site, plate, size, sub) from error
-        raise
-
-
 def _is_real(support: Any) -> bool:
     """True for an unconstrained support (real, possibly with event dimensions)."""
     while isinstance(support, constraints.independent):
         support = support.base_constraint
     return isinstance(support, type(constraints.real))
-
-
-def _plates_of(site: dict) -> list[str]:
-    return [frame.name for frame in site["cond_indep_stack"]]
 
 
 def discrete_latent_sites(

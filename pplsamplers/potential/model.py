@@ -320,9 +320,10 @@ def make_postprocess(
     """
     if not isinstance(view, ModelView):
         view = _as_view(view, model_args, model_kwargs, info)
-    return _numpyro.make_constrain(
+    constrain = _numpyro.make_constrain(
         view.model, view.model_args, view.model_kwargs, view.info, with_deterministic=True
     )
+    return jax.jit(constrain)  # one program, not the model replayed op by op on each call
 
 
 __all__ = [

@@ -202,7 +202,9 @@ def build_potential(
         value_and_grad=value_and_grad,
         directional=directional,
         per_example_grads=per_example_grads,
-        full_value_and_grad=full_value_and_grad,
+        # compiled once per potential: called eagerly, its global term would otherwise run
+        # the model op by op (one small XLA program per operation)
+        full_value_and_grad=jax.jit(full_value_and_grad),
         sample_indices=sample_indices,
         constrain=constrain or identity,
         unravel=unravel or identity,
@@ -270,12 +272,14 @@ def with_control_variate(
     """
     anchor = jnp.asarray(anchor)
     base_terms = potential.terms
-    likelihood_at = lambda x: potential.full_value_and_grad(x)
-    total, total_grad = likelihood_at(anchor)
-    global_at, global_grad_at = jax.value_and_grad(lambda y: base_terms(y, jnp.arange(1))[0])(
-        anchor
-    )
-    like_value, like_grad = total - global_at, total_grad - global_grad_at
+
+    @jax.jit  # one compiled full-data pass, not one small program per operation of the model
+    def likelihood_at(x: Array) -> tuple[Array, Array]:
+        total, total_grad = potential.full_value_and_grad(x)
+        global_at, global_grad_at = jax.value_and_grad(lambda y: base_terms(y, jnp.arange(1))[0])(x)
+        return total - global_at, total_grad - global_grad_at
+
+    like_value, like_grad = likelihood_at(anchor)
 
     def terms(x: Array, idx: Array) -> tuple[Array, Array]:
         global_term, per_datum = base_terms(x, idx)

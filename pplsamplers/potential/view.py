@@ -23,8 +23,9 @@ from numpyro import validation_enabled
 from numpyro.distributions import Unit
 from numpyro.infer import init_to_uniform
 
-from pplsamplers.potential import _numpyro
-from pplsamplers.potential._numpyro import SiteInfo, _plates_of
+from pplsamplers.potential import _numpyro, _tracing
+from pplsamplers.potential._numpyro import SiteInfo
+from pplsamplers.potential._tracing import _plates_of
 from pplsamplers.types import Array
 
 _FIX_DATA = (
@@ -160,14 +161,16 @@ def check_plate_indexing(view: ModelView) -> None:
     count = min(3, info.data_size - 1)
     fixed = _numpyro._fixed_plate_model(view.model, info, jnp.arange(count))
     try:
-        trace = _numpyro._trace(fixed, view.model_args, view.model_kwargs, view.init_strategy)
+        trace = _tracing._trace(
+            fixed, view.model_args, view.model_kwargs, view.init_strategy, staged=True
+        )
     except (ValueError, TypeError) as error:
-        if not _numpyro._is_broadcast_error(error):
+        if not _tracing._is_broadcast_error(error):
             raise
         sites = _observed_sites(view)
         if not sites:
             raise
-        raise _numpyro._unindexed_plate_error(
+        raise _tracing._unindexed_plate_error(
             sites[0], info.data_plate, info.data_size, count
         ) from error
     for site in trace.values():
@@ -175,13 +178,16 @@ def check_plate_indexing(view: ModelView) -> None:
             axis = _numpyro._plate_axis(site, info.data_plate)
             length = None if axis is None else np.shape(site["value"])[axis]
             if length is not None and length != count:
-                raise _numpyro._unindexed_plate_error(site, info.data_plate, length, count)
+                raise _tracing._unindexed_plate_error(site, info.data_plate, length, count)
 
 
 def _observed_sites(view: ModelView) -> list[dict]:
-    """Observed sites (not factors) inside the data plate, traced over all N (one eager pass)."""
+    """Observed sites (not factors) inside the data plate, traced over all N (one compiled
+    pass; their values are concrete)."""
     full = _numpyro._fixed_plate_model(view.model, view.info, None)
-    trace = _numpyro._trace(full, view.model_args, view.model_kwargs, view.init_strategy)
+    trace = _tracing._trace(
+        full, view.model_args, view.model_kwargs, view.init_strategy, staged=True
+    )
     plate = view.data_plate
     return [
         site

@@ -1,0 +1,122 @@
+"""How pplsamplers traces a NumPyro model: plates fixed to given indices, latent values from
+an init strategy (never ``fn.sample()``), optionally staged into one compiled program.
+
+Part of :mod:`~pplsamplers.potential._numpyro` (NumPyro internals), split off for length.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+from numpyro import handlers
+from numpyro.infer import init_to_uniform
+from numpyro.primitives import Messenger
+
+from pplsamplers.types import Array
+
+
+class set_plate(Messenger):
+    """Fix the indices of plate ``name`` to ``indices``; the plate applies ``size/len``.
+
+    ``indices=None`` gives the full-data view: every datum, scale one.  ``name=None``
+    applies to every plate of the model.
+    """
+
+    def __init__(
+        self, fn: Callable | None = None, name: str | None = "", indices: Array | None = None
+    ):
+        self.name = name
+        self.indices = indices
+        self.original: dict[str, tuple] = {}  # plate name -> the model's own (size, subsample)
+        super().__init__(fn)
+
+    def process_message(self, msg: dict) -> None:
+        if msg["type"] == "plate" and (self.name is None or msg["name"] == self.name):
+            self.original[msg["name"]] = tuple(msg["args"])
+            size = msg["args"][0]
+            indices = jnp.arange(size) if self.indices is None else self.indices
+            msg["value"] = indices
+            msg["args"] = (size, indices.shape[0])
+
+
+def _trace(
+    model: Callable,
+    model_args: tuple,
+    model_kwargs: dict,
+    init_strategy: Callable | None = None,
+    seed: int = 0,
+    *,
+    staged: bool = False,
+) -> dict:
+    """Trace ``model`` with latent values from ``init_strategy`` (never ``fn.sample()``).
+
+    ``staged=True`` traces it inside one ``jax.jit`` program: one compiled call instead of
+    an eager pass over the data that compiles one small program per operation of the model.
+    The sites' metadata and shapes are those of the eager trace, and the values of the
+    sample sites (latent and observed) are concrete, the program's outputs; every other
+    array in the trace (deterministic values, distribution parameters) is abstract: read
+    only its shape.
+    """
+    seeded = handlers.seed(model, rng_seed=seed)
+    substituted = handlers.substitute(seeded, substitute_fn=init_strategy or init_to_uniform)
+    if not staged:
+        return handlers.trace(substituted).get_trace(*model_args, **model_kwargs)
+    staged_trace: dict = {}
+
+    def sample_values() -> dict[str, Array]:
+        staged_trace.update(handlers.trace(substituted).get_trace(*model_args, **model_kwargs))
+        return {
+            name: site["value"] for name, site in staged_trace.items() if site["type"] == "sample"
+        }
+
+    values = jax.jit(sample_values)()
+    return {
+        name: {**site, "value": values[name]} if name in values else site
+        for name, site in staged_trace.items()
+    }
+
+
+def _is_broadcast_error(error: Exception) -> bool:
+    return "broadcast" in str(error).lower()
+
+
+def _unindexed_plate_error(site: dict, plate: str, values: int, indices: int) -> ValueError:
+    return ValueError(
+        f"site '{site['name']}' in plate '{plate}' has {values} values where the plate gave "
+        f"{indices} indices: index the data with the plate's indices "
+        f"(`with numpyro.plate('{plate}', N, subsample_size=n) as idx:` then X[idx], y[idx]) "
+        "or use numpyro.subsample(X, event_dim=...) inside the plate."
+    )
+
+
+def _plates_of(site: dict) -> list[str]:
+    return [frame.name for frame in site["cond_indep_stack"]]
+
+
+def _trace_or_explain(
+    model: Callable, model_args: tuple, model_kwargs: dict, init_strategy: Callable | None
+) -> dict:
+    """:func:`_trace` (staged), turning a subsample plate used without its indices into a clear
+    error."""
+    try:
+        return _trace(model, model_args, model_kwargs, init_strategy, staged=True)
+    except (ValueError, TypeError) as error:
+        if not _is_broadcast_error(error):
+            raise
+        full = set_plate(model, name=None, indices=None)
+        try:
+            trace = _trace(full, model_args, model_kwargs, init_strategy)
+        except Exception:
+            raise error from None
+        for plate, (size, sub) in full.original.items():
+            if sub in (None, size):
+                continue
+            for site in trace.values():
+                if site["type"] == "sample" and site["is_observed"] and plate in _plates_of(site):
+                    raise _unindexed_plate_error(site, plate, size, sub) from error
+        raise
+
+
+__all__ = ["set_plate"]
