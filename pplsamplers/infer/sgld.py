@@ -55,7 +55,9 @@ def sgld_spec(config: SGLDConfig) -> KernelSpec:
                 # pSGLD moves coordinate j by ε·G_j with G_j = 1/(λ + √a_j) and a_j ≈ E[g_j²]
                 # = H_jj + V_j over the posterior (Laplace: Var ∇U = H; V the minibatch
                 # noise): keep every ε·G_j within the plain-SGLD step
-                noise = gradient_noise_variance(probe_key, potential, anchor)
+                noise = jax.jit(lambda k, x: gradient_noise_variance(k, potential, x))(
+                    probe_key, anchor
+                )
                 curvature = posterior_scale(potential, anchor, "diag")[0] ** -2
                 step *= float(jnp.min(config.rmsprop_eps + jnp.sqrt(curvature + noise)))
         return sgld.SGLDParams(jnp.asarray(step, dtype), jnp.ones(potential.dim, dtype))

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from numpyro import handlers
@@ -196,13 +197,17 @@ def initial_values(
 ) -> dict[str, Array]:
     """Unconstrained starting values drawn by a NumPyro ``init_strategy``."""
     fixed = _fixed_plate_model(model, info, jnp.arange(min(info.data_size, 1)))
-    substituted = handlers.substitute(handlers.seed(fixed, rng_key), substitute_fn=init_strategy)
-    trace = handlers.trace(substituted).get_trace(*model_args, **model_kwargs)
-    out = {}
-    for name in info.latent_names:
-        site = trace[name]
-        out[name] = biject_to(site["fn"].support).inv(site["value"])
-    return out
+
+    @jax.jit  # one program, not the model's operations one by one
+    def draw(key: Array) -> dict[str, Array]:
+        substituted = handlers.substitute(handlers.seed(fixed, key), substitute_fn=init_strategy)
+        trace = handlers.trace(substituted).get_trace(*model_args, **model_kwargs)
+        return {
+            name: biject_to(trace[name]["fn"].support).inv(trace[name]["value"])
+            for name in info.latent_names
+        }
+
+    return draw(rng_key)
 
 
 def _fixed_plate_model(model: Callable, info: SiteInfo, indices: Array | None) -> Callable:

@@ -73,9 +73,14 @@ def suggest_sgld_step_size(
     noise covariance: the first keeps the discretisation bias O(ελ) small, the second is
     Welling & Teh's condition ε N² V_s / (4n) ≪ 1 that the injected noise dominates.
     """
-    curvature_key, noise_key = jax.random.split(rng_key)
-    curvature = float(max_curvature(curvature_key, potential, position))
-    noise = float(jnp.max(gradient_noise_variance(noise_key, potential, position)))
+
+    @jax.jit  # one program: run eagerly, the per-example gradients go op by op
+    def probe(key: PRNGKey, x: Array) -> tuple[Array, Array]:
+        curvature_key, noise_key = jax.random.split(key)
+        top = max_curvature(curvature_key, potential, x)
+        return top, jnp.max(gradient_noise_variance(noise_key, potential, x))
+
+    curvature, noise = (float(value) for value in probe(rng_key, position))
     limit = 1.0 / max(curvature, 1e-12)
     if noise > 0:
         limit = min(limit, 4.0 / noise)

@@ -1,0 +1,57 @@
+"""The set-up of a run compiles a few programs, not one per operation of the model.
+
+A minibatch run starts with the shared warmup (inspection, mode, curvature, mode probe,
+control-variate anchor, batch size) and each chain's ``init``.  Run eagerly (or under
+``jax.ensure_compile_time_eval``, where the operations on the data inside a compiled program
+run eagerly too), every operation of the model is lowered and compiled as its own small XLA
+program: the run below lowered 599 programs that way (commit a640b6b), and 108 with the
+set-up jitted.  Lowering is the part of compilation that the persistent cache cannot skip,
+so the count is a cold-start cost users pay on every run.  The count is deterministic:
+JAX's own compile events (:mod:`jax.monitoring`) are counted from a cleared in-memory cache.
+"""
+
+import jax
+import pytest
+from numpyro.infer import MCMC
+
+from models import logistic_regression
+from pplsamplers import SGLD
+
+LOWERING_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
+MAX_PROGRAMS = 200
+"""108 measured with the jitted set-up, 599 with it eager (module docstring): the bound sits
+between them, with room for a few more probes."""
+
+_counting: list[int] = []
+
+
+def _count_lowering(event: str, duration: float, **kwargs) -> None:
+    if _counting and event == LOWERING_EVENT:
+        _counting[0] += 1
+
+
+jax.monitoring.register_event_duration_secs_listener(_count_lowering)
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_a_run_lowers_a_bounded_number_of_programs():
+    args, kwargs = logistic_regression.load_data(N=1_000, d=3, seed=1)
+    mcmc = MCMC(
+        SGLD(logistic_regression.model),
+        num_warmup=20,
+        num_samples=20,
+        num_chains=2,
+        chain_method="vectorized",
+        progress_bar=False,
+    )
+    jax.clear_caches()
+    _counting.append(0)
+    try:
+        mcmc.run(jax.random.key(0), *args, **kwargs)
+        jax.block_until_ready(mcmc.get_samples())
+    finally:
+        lowered = _counting.pop()
+    assert lowered <= MAX_PROGRAMS, (
+        f"one run lowered {lowered} XLA programs (bound {MAX_PROGRAMS}): part of the set-up "
+        "runs eagerly, one program per operation; jit it"
+    )
