@@ -32,8 +32,9 @@ Cold-start profile (``--profile sbps --sizes 1000000``; the figures are in
 ``docs/benchmarks/end_to_end.md``, measured on a loaded 2-core machine, so read the split,
 not the seconds):
 
-* ``prepare`` (once per data set, Python driving compiled calls; since commit 952206d none
-  of it runs the model op by op: a run lowers about a hundred programs, not six hundred):
+* ``prepare`` (once per data set, Python driving compiled calls; since commit 952206d only
+  a one-datum trace of it runs the model op by op: a run lowers about a hundred programs,
+  not six hundred):
   ``inspect`` and ``make_potential`` (tracing the model, one validation pass), ``find_map`` twice (the
   L-BFGS search, then the polish in the Laplace metric; each call compiles its own closure),
   ``posterior_scale`` (the Hessian from full-data passes), ``count_modes`` (the mode probe
