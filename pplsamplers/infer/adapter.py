@@ -187,14 +187,15 @@ class SubsampledKernel(MCMCKernel):
         model_kwargs: dict,
     ) -> SamplerState:
         enable_compilation_cache()  # persistent, per user; PPLSAMPLERS_NO_COMPILATION_CACHE=1
-        if not is_concrete(rng_key) and mesh_sharded((model_args, model_kwargs)):
+        traced = not is_concrete(rng_key)  # inside NumPyro's pmap of parallel chains
+        if traced and mesh_sharded((model_args, model_kwargs)):
             raise ValueError(
                 "chain_method='parallel' cannot take data sharded over a device mesh (NumPyro's "
                 "pmap traces the chains in a mesh of its own, and JAX refuses the model's X[idx] "
                 "on the data's mesh). Use chain_method='vectorized' (the chains share the "
                 "sharded data), or 'parallel' with unsharded data."
             )
-        prepared = self._prepare(model_args, model_kwargs or {}, traced=not is_concrete(rng_key))
+        prepared = self._prepare(model_args, model_kwargs or {}, traced=traced)
         sample_chains = self.make_step(prepared, int(num_warmup))
         init_kernel = jax.jit(lambda key, x, p: self.spec.init(key, x, prepared.potential, p))
         if is_prng_key(rng_key):  # one chain (sequential or parallel): a batch of one
