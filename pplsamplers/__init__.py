@@ -49,6 +49,7 @@ from pplsamplers.select import (
     AutoSampler,
     Decision,
     ModelFeatures,
+    PilotOptions,
     model_features,
     rank_candidates,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "CheckpointError",
     "Decision",
     "ModelFeatures",
+    "PilotOptions",
     "SAMPLERS",
     "SamplerSpec",
     "SubsampledPotential",

@@ -15,7 +15,7 @@ from pplsamplers.registry import SAMPLERS, make_kernel
 from pplsamplers.select.competence import rank_candidates
 from pplsamplers.select.decision import Decision
 from pplsamplers.select.features import model_features
-from pplsamplers.select.pilot import run_pilot
+from pplsamplers.select.pilot import PilotOptions, run_pilot
 from pplsamplers.types import PRNGKey
 
 DEFAULT_SUBSAMPLE_FRACTION = 0.01
@@ -76,7 +76,9 @@ class AutoSampler(MCMCKernel):
     candidates
         Restrict the choice to these registry names (e.g. ``["sbps", "sgld"]``).
     pilot_options
-        Options of :func:`pplsamplers.select.pilot.run_pilot` (``top``, ``budget_epochs`` ...).
+        :class:`~pplsamplers.select.pilot.PilotOptions`, or a dict of its fields (``top``,
+        ``budget_epochs``, ``num_chains``, ``ksd_points``, ``guard_factor``, ``seed``);
+        validated here, at construction.
     **overrides
         Passed to the chosen kernel, e.g. ``subsample_size=256``.  Without one, the model
         plate's own size is used, or the kernel chooses it (the features' probes use 1% of N
@@ -107,7 +109,7 @@ class AutoSampler(MCMCKernel):
         strategy: str = "rules",
         candidates: list[str] | tuple[str, ...] | None = None,
         *,
-        pilot_options: dict | None = None,
+        pilot_options: PilotOptions | dict | None = None,
         verbose: bool = False,
         **overrides: Any,
     ) -> None:
@@ -117,7 +119,7 @@ class AutoSampler(MCMCKernel):
         self._model = model
         self.strategy = strategy
         self.candidates = None if candidates is None else tuple(c.lower() for c in candidates)
-        self.pilot_options = dict(pilot_options or {})
+        self.pilot_options = PilotOptions.create(pilot_options)
         self.verbose = verbose
         self.overrides = overrides
         self.decision = None
@@ -161,7 +163,7 @@ class AutoSampler(MCMCKernel):
                 ranking,
                 shared=shared,
                 overrides=self.overrides,
-                **self.pilot_options,
+                options=self.pilot_options,
             )
         else:
             best = ranking[0]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import jax
@@ -28,6 +29,61 @@ from pplsamplers.registry import SAMPLERS, make_kernel
 from pplsamplers.select.competence import Candidate
 from pplsamplers.select.decision import Decision
 from pplsamplers.select.features import ModelFeatures
+from pplsamplers.validation import at_least, positive, positive_int
+
+
+@dataclass(frozen=True)
+class PilotOptions:
+    """The pilot tournament's options, validated once at construction (errors name the option).
+
+    ``AutoSampler(strategy="pilot", pilot_options=dict(budget_epochs=5.0))`` builds one.
+
+    Examples
+    --------
+    >>> PilotOptions(budget_epochs=5.0).top
+    3
+    >>> PilotOptions(ksd_points=3)
+    Traceback (most recent call last):
+    ...
+    ValueError: pilot_options ksd_points must be a finite number >= 10; got 3.
+    """
+
+    top: int = 3
+    """How many of the best-ranked candidates run."""
+    budget_epochs: float = 20.0
+    """Data budget of each candidate's sampling phase, in epochs (N datum evaluations)."""
+    num_chains: int = 2
+    """Chains per candidate (its minimum bulk ESS is its score)."""
+    ksd_points: int = 200
+    """Thinned draws in each candidate's kernel Stein discrepancy."""
+    guard_factor: float = 2.0
+    """A candidate whose KSD exceeds this times the best one's (beyond noise) is rejected."""
+    seed: int = 0
+    """Seed of the candidates' keys."""
+
+    def __post_init__(self) -> None:
+        positive_int("pilot_options top", self.top)
+        positive("pilot_options budget_epochs", self.budget_epochs)
+        positive_int("pilot_options num_chains", self.num_chains)
+        positive_int("pilot_options ksd_points", self.ksd_points)
+        at_least("pilot_options ksd_points", self.ksd_points, 10)
+        at_least("pilot_options guard_factor", self.guard_factor, 1.0)
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
+            raise ValueError(f"pilot_options seed must be an integer; got {self.seed!r}.")
+
+    @classmethod
+    def create(cls, options: PilotOptions | dict | None) -> PilotOptions:
+        """``options`` as :class:`PilotOptions` (a dict's unknown names raise ``ValueError``)."""
+        if isinstance(options, PilotOptions):
+            return options
+        options = dict(options or {})
+        unknown = sorted(set(options) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ValueError(
+                f"pilot_options has unknown names {unknown}; it takes "
+                f"{', '.join(cls.__dataclass_fields__)}."
+            )
+        return cls(**options)
 
 
 def common_lengthscale(features: ModelFeatures) -> float:
@@ -199,24 +255,17 @@ def run_pilot(
     *,
     shared: dict | None = None,
     overrides: dict | None = None,
-    top: int = 3,
-    budget_epochs: float = 20.0,
-    num_chains: int = 2,
-    ksd_points: int = 200,
-    guard_factor: float = 2.0,
-    seed: int = 0,
+    options: PilotOptions | dict | None = None,
 ) -> Decision:
-    """Run the ``top`` candidates of ``ranking`` and decide by ESS/epoch under the KSD guard.
+    """Run the ``options.top`` candidates of ``ranking`` and decide by ESS/epoch under the KSD
+    guard (``options``: :class:`PilotOptions`).
 
     Returns a :class:`Decision` whose ``scores`` are ESS per epoch and whose ``pilot`` field
     holds each candidate's ESS, epochs, KSD and whether the guard rejected it.
     """
     shared, overrides = dict(shared or {}), dict(overrides or {})
-    if top < 1 or budget_epochs <= 0 or guard_factor < 1 or ksd_points < 10:
-        raise ValueError(
-            "pilot needs top >= 1, budget_epochs > 0, guard_factor >= 1 and ksd_points >= 10."
-        )
-    contenders = list(ranking[:top])
+    options = PilotOptions.create(options)
+    contenders = list(ranking[: options.top])
     potential = make_potential(
         model,
         model_args,
@@ -228,7 +277,7 @@ def run_pilot(
     score_fn = jax.jit(jax.vmap(lambda x: -potential.full_value_and_grad(x)[1]))
     lengthscale = common_lengthscale(features)
     results: dict[str, dict] = {}
-    keys = jax.random.split(jax.random.PRNGKey(seed), len(contenders))
+    keys = jax.random.split(jax.random.PRNGKey(options.seed), len(contenders))
     for candidate, key in zip(contenders, keys, strict=True):
         params = {**candidate.params, **overrides}
         if SAMPLERS[candidate.name].minibatch:
@@ -239,8 +288,8 @@ def run_pilot(
                 model_args,
                 model_kwargs,
                 features.num_data,
-                budget_epochs=budget_epochs,
-                num_chains=num_chains,
+                budget_epochs=options.budget_epochs,
+                num_chains=options.num_chains,
                 rng_key=key,
             )
         except (ValueError, FloatingPointError, np.linalg.LinAlgError) as error:
@@ -258,7 +307,11 @@ def run_pilot(
             )
         else:
             outcome["ksd_squared"], outcome["ksd_se"] = guard_statistics(
-                to_flat(outcome.pop("samples")), score_fn, lengthscale, outcome["ess"], ksd_points
+                to_flat(outcome.pop("samples")),
+                score_fn,
+                lengthscale,
+                outcome["ess"],
+                options.ksd_points,
             )
             outcome["ksd"] = float(np.sqrt(max(outcome["ksd_squared"], 0.0)))
         outcome["params"] = params
@@ -268,7 +321,7 @@ def run_pilot(
             "no pilot candidate ran: " + "; ".join(f"{n}: {r['error']}" for n, r in results.items())
         )
     rejected = bias_guard(
-        {n: (r["ksd_squared"], r["ksd_se"]) for n, r in results.items()}, guard_factor
+        {n: (r["ksd_squared"], r["ksd_se"]) for n, r in results.items()}, options.guard_factor
     )
     for name, r in results.items():
         # the KSD guard compares candidates; the self-check rejects a run that is wrong on its
@@ -289,7 +342,7 @@ def run_pilot(
     winner = max(admissible, key=lambda n: admissible[n]["ess_per_epoch"])
     reasons = (
         f"highest ESS per epoch in the pilot ({admissible[winner]['ess_per_epoch']:.3g}, "
-        f"{budget_epochs:g} epochs each) among candidates passing the KSD bias guard",
+        f"{options.budget_epochs:g} epochs each) among candidates passing the KSD bias guard",
         *next(c.reasons for c in contenders if c.name == winner),
     )
     chosen = dict(results[winner]["params"])
@@ -306,6 +359,7 @@ def run_pilot(
 
 
 __all__ = [
+    "PilotOptions",
     "bias_guard",
     "common_lengthscale",
     "effective_se",

@@ -62,6 +62,22 @@ def test_default_subsample_size_and_bad_strategy():
         AutoSampler(linear_gaussian.model, strategy="guess")
 
 
+@pytest.mark.parametrize(
+    "options, named",
+    [
+        (dict(ksd_points=3), "ksd_points"),
+        (dict(budget_epochs=0.0), "budget_epochs"),
+        (dict(guard_factor=0.5), "guard_factor"),
+        (dict(top=0), "top"),
+        (dict(budgets=5.0), "unknown names \\['budgets'\\]"),
+    ],
+)
+def test_bad_pilot_options_fail_at_construction_and_name_the_option(options, named):
+    # validated once, when the sampler is built, not minutes later inside the pilot
+    with pytest.raises(ValueError, match=f"pilot_options.*{named}"):
+        AutoSampler(linear_gaussian.model, strategy="pilot", pilot_options=options)
+
+
 def test_pilot_candidate_that_fails_loses_and_is_explained(monkeypatch):
     import pplsamplers.select.pilot as pilot
 
