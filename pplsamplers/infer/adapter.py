@@ -40,6 +40,7 @@ from pplsamplers.infer.warmup import (
     starting_point,
 )
 from pplsamplers.potential import SubsampledPotential, is_concrete, mesh_sharded, whiten
+from pplsamplers.potential.sharding import chain_sharding
 from pplsamplers.types import Array, PRNGKey
 
 
@@ -192,8 +193,9 @@ class SubsampledKernel(MCMCKernel):
             raise ValueError(
                 "chain_method='parallel' cannot take data sharded over a device mesh (NumPyro's "
                 "pmap traces the chains in a mesh of its own, and JAX refuses the model's X[idx] "
-                "on the data's mesh). Use chain_method='vectorized' (the chains share the "
-                "sharded data), or 'parallel' with unsharded data."
+                "on the data's mesh). Use chain_method='vectorized': the chains share the "
+                "sharded data, and with pplsamplers.shard_data(args, chains=k) they are split "
+                "over k devices of a ('chain', 'data') mesh too. Or 'parallel' with unsharded data."
             )
         prepared = self._prepare(model_args, model_kwargs or {}, traced=traced)
         sample_chains = self.make_step(prepared, int(num_warmup))
@@ -213,7 +215,10 @@ class SubsampledKernel(MCMCKernel):
             )
             for i, key in enumerate(rng_key)
         ]
-        return jax.tree.map(lambda *xs: jnp.stack(xs), *chains)
+        state = jax.tree.map(lambda *xs: jnp.stack(xs), *chains)
+        # data on a ("chain", "data") mesh: the chains are split over the chain axis too
+        on_devices = chain_sharding((model_args, model_kwargs), len(chains))
+        return state if on_devices is None else jax.device_put(state, on_devices)
 
     # ----------------------------------------------------------- the driver
     def _prepare(self, model_args: tuple, model_kwargs: dict, traced: bool = True) -> Prepared:

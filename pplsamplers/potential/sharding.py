@@ -46,6 +46,8 @@ from pplsamplers.types import Array
 
 CONSTANTS_FLAG = "JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS"
 """The environment variable that makes JAX pass closed-over arrays as executable arguments."""
+CHAIN_AXIS = "chain"
+"""The mesh axis that vectorised chains are split over, next to the data axis."""
 
 
 def constants_are_arguments() -> bool:
@@ -57,14 +59,27 @@ def constants_are_arguments() -> bool:
     return bool(jax.config.jax_use_simplified_jaxpr_constants)
 
 
-def data_mesh(axis_name: str = "data", devices: Any = None) -> Mesh:
-    """A 1-D mesh over ``devices`` (default: all devices of all processes)."""
-    devices = jax.devices() if devices is None else devices
-    return Mesh(np.asarray(devices).reshape(-1), (axis_name,))
+def data_mesh(axis_name: str = "data", devices: Any = None, chains: int = 1) -> Mesh:
+    """A mesh over ``devices`` (default: all devices of all processes): 1-D ``(axis_name,)``,
+    or with ``chains > 1`` 2-D ``("chain", axis_name)``, ``chains`` devices on the chain
+    axis (vectorised chains split over them, see :func:`chain_sharding`)."""
+    devices = np.asarray(jax.devices() if devices is None else devices).reshape(-1)
+    if chains == 1:
+        return Mesh(devices, (axis_name,))
+    if not isinstance(chains, int) or chains < 1 or devices.size % chains:
+        raise ValueError(
+            f"chains must be a positive integer that divides the {devices.size} devices; "
+            f"got {chains!r}."
+        )
+    return Mesh(devices.reshape(chains, -1), (CHAIN_AXIS, axis_name))
 
 
 def shard_data(
-    args: Any, mesh: Mesh | None = None, axis_name: str = "data", size: int | None = None
+    args: Any,
+    mesh: Mesh | None = None,
+    axis_name: str = "data",
+    size: int | None = None,
+    chains: int = 1,
 ) -> Any:
     """Place every array in ``args`` whose leading dimension is the data size on ``mesh``.
 
@@ -81,6 +96,10 @@ def shard_data(
         The mesh axis the rows are split over.
     size
         The number of data N; default the most common leading dimension among the arrays.
+    chains
+        Without ``mesh``: split the devices into a ``("chain", axis_name)`` mesh with
+        ``chains`` devices on the chain axis, so that ``chain_method="vectorized"`` chains
+        also run on different devices (:func:`chain_sharding`).  Default 1: a 1-D data mesh.
 
     Returns
     -------
@@ -93,7 +112,7 @@ def shard_data(
     >>> X.shape, y.sharding.spec
     ((8, 2), P('data',))
     """
-    mesh = data_mesh(axis_name) if mesh is None else mesh
+    mesh = data_mesh(axis_name, chains=chains) if mesh is None else mesh
     if axis_name not in mesh.axis_names:
         raise ValueError(f"axis_name {axis_name!r} is not an axis of the mesh {mesh.axis_names}.")
     leaves, tree = jax.tree.flatten(args)
@@ -137,6 +156,45 @@ def mesh_sharded(tree: Any) -> bool:
         and not sharding.is_fully_replicated
         for leaf in jax.tree.leaves(tree)
     )
+
+
+def chain_sharding(tree: Any, num_chains: int) -> NamedSharding | None:
+    """``NamedSharding(mesh, P("chain"))`` for a batch of ``num_chains`` vectorised chains,
+    when an array of ``tree`` (the model's arguments) lies on a mesh with a ``"chain"`` axis;
+    ``None`` otherwise (the chains are then replicated on every device of the data's mesh).
+
+    With a ``("chain", "data")`` mesh each device holds a slice of the chains and a slice of the
+    rows: XLA partitions the vmapped chains over ``"chain"`` and each chain's full-data and
+    minibatch passes over ``"data"``.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> chain_sharding((jnp.ones((8, 2)),), num_chains=2) is None  # data not on a mesh
+    True
+    """
+    meshes = {
+        sharding.mesh
+        for leaf in jax.tree.leaves(tree)
+        if isinstance(sharding := getattr(leaf, "sharding", None), NamedSharding)
+        and CHAIN_AXIS in sharding.mesh.axis_names
+    }
+    if not meshes:
+        return None
+    if len(meshes) > 1:
+        raise ValueError(
+            "the model's arrays lie on several meshes with a 'chain' axis; place them all on one "
+            "mesh (pplsamplers.shard_data(args, mesh=...))."
+        )
+    (mesh,) = meshes
+    devices = mesh.shape[CHAIN_AXIS]
+    if num_chains % devices:
+        raise ValueError(
+            f"num_chains={num_chains} is not a multiple of the {devices} devices on the data "
+            f"mesh's {CHAIN_AXIS!r} axis; use a multiple of {devices} chains, or a mesh whose "
+            f"{CHAIN_AXIS!r} axis divides {num_chains}."
+        )
+    return NamedSharding(mesh, P(CHAIN_AXIS))
 
 
 def _row_axis(value: Any, N: int) -> tuple[Mesh, str] | None:
@@ -251,7 +309,9 @@ def environment_note() -> str:
 
 
 __all__ = [
+    "CHAIN_AXIS",
     "CONSTANTS_FLAG",
+    "chain_sharding",
     "collectives",
     "constants_are_arguments",
     "data_mesh",

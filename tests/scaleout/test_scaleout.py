@@ -96,6 +96,24 @@ def test_vectorized_chains_share_sharded_data_and_parallel_is_refused(four_devic
     assert "chain_method='vectorized'" in message
 
 
+def test_chains_and_data_split_over_one_mesh(four_devices: dict) -> None:
+    """``shard_data(args, chains=2)``: a ("chain", "data") mesh of 2 x 2 devices.  Two
+    vectorised SGLD chains give the one-device draws, each device holds one chain of the state
+    and of the draws (XLA partitions the vmapped chains over "chain"), and the full-data pass
+    reads N/2 rows per device with one all-reduce."""
+    report = four_devices["chains_on_devices"]
+    assert report["mesh"] == {"chain": 2, "data": 2}, report
+    assert report["max_abs_diff"] < 1e-4, report
+    assert report["state_spec"].startswith("P('chain'"), report
+    assert report["state_shard_shapes"] == [[1, 3]], report
+    assert report["samples_spec"].startswith("P('chain'"), report
+    assert report["samples_shard_shapes"] == [[1, 100, 3]], report
+    full_pass = report["full_pass"]
+    assert full_pass["collectives"]["all-gather"] == 0, full_pass
+    assert full_pass["collectives"]["all-reduce"] == 1, full_pass
+    assert "f32[2000,3]" in full_pass["entry"], full_pass  # N = 4000 rows over 2 data devices
+
+
 def test_two_processes_match_one(tmp_path: Path) -> None:
     """Two processes on 127.0.0.1, each with half the rows, give the one-process draws."""
     with socket.socket() as probe:
