@@ -56,7 +56,7 @@ def _finish(processes: list[subprocess.Popen]) -> None:
 @pytest.fixture(scope="module")
 def four_devices(tmp_path_factory: pytest.TempPathFactory) -> dict:
     out = tmp_path_factory.mktemp("scaleout") / "sharded.json"
-    names = ["sgld", "sbps"]
+    names = ["sgld", "sbps", "auto"]
     _finish([_start(["tests.scaleout._sharded_worker", str(out), *names], devices=4)])
     return json.loads(out.read_text())
 
@@ -82,6 +82,14 @@ def test_sgld_draws_equal_on_sharded_data(four_devices: dict) -> None:
 def test_sbps_agrees_statistically_on_sharded_data(four_devices: dict) -> None:
     """SBPS: the rounding of the sharded mode moves event times, so paths part; the means agree."""
     result = four_devices["sbps"]
+    gap = np.abs(np.subtract(result["mean_plain"], result["mean_sharded"]))
+    assert np.all(gap < 0.5 * np.asarray(result["sd_plain"])), result
+
+
+def test_auto_sampler_runs_on_sharded_data(four_devices: dict) -> None:
+    """AutoSampler decides and runs on sharded data unchanged (its features' probes and its
+    chosen kernel's passes read the sharded rows); the means agree with the plain run."""
+    result = four_devices["auto"]
     gap = np.abs(np.subtract(result["mean_plain"], result["mean_sharded"]))
     assert np.all(gap < 0.5 * np.asarray(result["sd_plain"])), result
 
