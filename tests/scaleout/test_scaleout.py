@@ -139,3 +139,25 @@ def test_two_processes_match_one(tmp_path: Path) -> None:
     a, b = np.load(pair), np.load(single)
     assert a.shape == b.shape == (100, 3)
     np.testing.assert_allclose(a, b, atol=1e-4)
+
+
+def test_chain_mesh_arguments_are_checked() -> None:
+    """In process, on this process's devices: a chain axis that does not divide the devices is
+    refused with the argument named; data on a ("chain", "data") mesh give the chains'
+    sharding, and data off a mesh give none."""
+    import jax
+    import jax.numpy as jnp
+
+    from pplsamplers.potential.sharding import chain_sharding, data_mesh, shard_data
+
+    with pytest.raises(ValueError, match="chains must be a positive integer that divides"):
+        data_mesh(chains=jax.device_count() + 1)
+    rows = jnp.ones((8, 2))
+    assert chain_sharding((rows,), num_chains=2) is None
+    import numpy as np
+    from jax.sharding import Mesh
+
+    mesh = Mesh(np.asarray(jax.devices()).reshape(-1, 1), ("chain", "data"))
+    placed = shard_data((rows,), mesh=mesh)
+    sharding = chain_sharding(placed, num_chains=2 * jax.device_count())
+    assert sharding is not None and tuple(sharding.spec) == ("chain",)
