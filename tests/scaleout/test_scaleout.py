@@ -147,6 +147,7 @@ def test_chain_mesh_arguments_are_checked() -> None:
     sharding, and data off a mesh give none."""
     import jax
     import jax.numpy as jnp
+    from jax.sharding import Mesh
 
     from pplsamplers.potential.sharding import chain_sharding, data_mesh, shard_data
 
@@ -154,9 +155,6 @@ def test_chain_mesh_arguments_are_checked() -> None:
         data_mesh(chains=jax.device_count() + 1)
     rows = jnp.ones((8, 2))
     assert chain_sharding((rows,), num_chains=2) is None
-    import numpy as np
-    from jax.sharding import Mesh
-
     mesh = Mesh(np.asarray(jax.devices()).reshape(-1, 1), ("chain", "data"))
     placed = shard_data((rows,), mesh=mesh)
     sharding = chain_sharding(placed, num_chains=2 * jax.device_count())
