@@ -8,7 +8,9 @@ into the potential the kernel runs on,
    raw scales and flat priors converge); a run that did not converge says so;
 2. **scale**: the inverse curvature at the mode from full-data passes
    (:func:`~pplsamplers.potential.posterior_scale`: dense up to D = 1000, diagonal beyond),
-   or the user's matrix;
+   or the user's matrix; where the importance weights of Laplace draws show that Laplace
+   approximation to be poor (a hierarchical model's joint mode is far from its mass), a
+   Gaussian variational fit replaces it (:mod:`pplsamplers.potential.variational`);
 3. **control variate** (``"auto"``): anchored at the mode when the mode probe
    (:func:`~pplsamplers.potential.modes.count_modes`) finds one mode; off, with the reason,
    otherwise;
@@ -55,6 +57,7 @@ from pplsamplers.potential import (
     with_preconditioner,
 )
 from pplsamplers.potential.modes import count_modes
+from pplsamplers.potential.variational import refine_laplace
 from pplsamplers.types import Array, PRNGKey
 
 PRECONDITIONERS = ("auto", "dense", "diag")
@@ -114,6 +117,7 @@ class Prepared(NamedTuple):
     """The model's own full-batch potential in its flat unconstrained x (self-check)."""
     params: Any
     mode: Array | None
+    """The Gaussian approximation's center: the polished mode, or the variational fit's mean."""
     notes: dict[str, str]
     postprocess: Callable[[dict], dict]
     full_data_model: Callable | None
@@ -341,6 +345,12 @@ def _prepare_shared(options: SamplerOptions, model_args: tuple, model_kwargs: di
         notes["control_variate"] = "off: full batch (exact gradients)"
     if anchor is not None:
         batched = with_control_variate(batched, anchor)
+    if mode is not None and isinstance(precondition, str):  # step 2b: a poor Laplace fit
+        center, factor, fit_note = refine_laplace(
+            jax.random.PRNGKey(PREPARE_SEED + 4), batched, center, factor
+        )
+        notes["precondition"] += "; " + fit_note
+        mode = center
     potential = with_preconditioner(batched, center, factor)
     if view is None:  # a user potential: no model to constrain, replay or name sites of
         postprocess, model_view, check = (lambda z: z), None, (lambda x: check_position(base, x))

@@ -267,20 +267,24 @@ KNOWN_MISSES = {
     "hierarchical": (
         "known, not fixed (issue 14): the 304-dimensional hierarchical posterior is far from "
         "its Laplace approximation at the joint mode (tau 4.5 there, 0.72 +- 0.05 in the "
-        "posterior). With each chain's metric refined from its warmup draws (infer/metric.py) "
-        "BPS passes (0.23 sd, warned: ESS too low), sigmaBPS ends 0.5 sd away, SGBD 3.9, "
-        "pSBPS 4.6, cSGLD and SGRLD 5.3, SBPS 8.3, SGLD 13.5, Boomerang 21.5, pSGLD 26 and "
-        "HAMCMC 379 sd, in 2 x 500 draws (all full batch: the automatic batch size); every "
-        "such run warns (the self-check and divergence tests of this cell are strict). "
-        "AutoSampler picks NUTS here and is strict."
+        "posterior). The shared warmup detects it (log-weight sd 28 > 1) and replaces the "
+        "Laplace approximation by a full-rank Gaussian variational fit "
+        "(pplsamplers/potential/variational.py), then each chain refines its metric from its "
+        "warmup draws. With both, in 2 x 500 draws: Boomerang 0.15 sd and SBPS 0.24 pass; "
+        "cSGLD and SGRLD end 0.55 sd away, SGBD 0.56, BPS 0.47, sigmaBPS 0.5, SGLD and HAMCMC "
+        "0.78, pSBPS 12.8 and pSGLD 26.6 (their RMSprop metrics, adapted in warmup, undo the "
+        "whitening here); every such run warns (the self-check and divergence tests of this "
+        "cell are strict). AutoSampler picks NUTS here and is strict."
     ),
 }
 """Models on which the defaults are measured wrong today, with the reason; the tolerance test
 is an expected failure there (not strict: a pass is reported as XPASS)."""
 
-STRICT_CELLS = {("auto", "hierarchical")}
+STRICT_CELLS = {("auto", "hierarchical"), ("boomerang", "hierarchical")}
 """Cells of a known-miss model that must pass anyway: AutoSampler chooses full-data NUTS on
-the hierarchical model (D > 50, Laplace misfit > 0.5, N <= 1e5; select/competence.py)."""
+the hierarchical model (D > 50, Laplace misfit > 0.5, N <= 1e5; select/competence.py), and
+Boomerang's Gaussian reference is the variational fit's (0.11-0.15 sd in every run measured).
+SBPS passes at 0.24 sd, too close to the tolerance to be strict."""
 
 
 def tolerance_cells(cells: list[tuple[str, str]]) -> list:
