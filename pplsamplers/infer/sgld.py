@@ -59,27 +59,39 @@ def sgld_spec(config: SGLDConfig) -> KernelSpec:
                     probe_key, anchor
                 )
                 curvature = posterior_scale(potential, anchor, "diag")[0] ** -2
-                step *= float(jnp.min(config.rmsprop_eps + jnp.sqrt(curvature + noise)))
+                slowest = float(jnp.min(config.rmsprop_eps + jnp.sqrt(curvature + noise)))
+                # ε·G starts as the plain-SGLD step, and the warmup's RMSprop G is capped at
+                # 1/slowest (see warmup): a coordinate whose gradients were small during
+                # warmup must not get a step beyond the stable one (on the hierarchical
+                # model such coordinates reached 1.8 times it and pSGLD ended 26 sd away)
+                return sgld.SGLDParams(
+                    jnp.asarray(step * slowest, dtype), jnp.full(potential.dim, 1 / slowest, dtype)
+                )
         return sgld.SGLDParams(jnp.asarray(step, dtype), jnp.ones(potential.dim, dtype))
 
-    def warmup_init(state: sgld.SGLDState, params: sgld.SGLDParams) -> Array:
-        return jnp.zeros_like(state.position)  # RMSprop average a (zero: not started)
+    capped = config.preconditioned and config.step_size == "auto"
+
+    def warmup_init(state: sgld.SGLDState, params: sgld.SGLDParams) -> tuple[Array, Array]:
+        # RMSprop average a (zero: not started) and the cap of G (ε·G ≤ the SGLD step)
+        cap = params.inverse_metric if capped else jnp.full_like(state.position, jnp.inf)
+        return jnp.zeros_like(state.position), cap
 
     def warmup(
         rng_key: PRNGKey,
         state: sgld.SGLDState,
         params: sgld.SGLDParams,
-        square_avg: Array,
+        adapt_state: tuple[Array, Array],
         info: sgld.SGLDInfo,
         potential: SubsampledPotential,
         window: WarmupWindow,
-    ) -> tuple[sgld.SGLDState, sgld.SGLDParams, Array]:
+    ) -> tuple[sgld.SGLDState, sgld.SGLDParams, tuple[Array, Array]]:
+        square_avg, cap = adapt_state
         g2 = info.gradient**2
         beta = config.rmsprop_decay
         fresh = jnp.all(square_avg == 0.0)
         square_avg = jnp.where(fresh, g2, beta * square_avg + (1 - beta) * g2)
-        metric = sgld.rmsprop_metric(square_avg, config.rmsprop_eps)
-        return state, params._replace(inverse_metric=metric), square_avg
+        metric = jnp.minimum(sgld.rmsprop_metric(square_avg, config.rmsprop_eps), cap)
+        return state, params._replace(inverse_metric=metric), (square_avg, cap)
 
     def describe(info: sgld.SGLDInfo) -> str:
         return (
