@@ -272,9 +272,9 @@ KNOWN_MISSES = {
         "(pplsamplers/potential/variational.py), then each chain refines its metric from its "
         "warmup draws. With both, in 2 x 500 draws: Boomerang 0.15 sd and SBPS 0.24 pass; "
         "cSGLD and SGRLD end 0.55 sd away, SGBD 0.56, BPS 0.47, sigmaBPS 0.5, SGLD and HAMCMC "
-        "0.78, pSBPS 12.8 and pSGLD 26.6 (their RMSprop metrics, adapted in warmup, undo the "
-        "whitening here); every such run warns (the self-check and divergence tests of this "
-        "cell are strict). AutoSampler picks NUTS here and is strict."
+        "0.78, pSGLD 1.2 and pSBPS 12.8 (its RMSprop velocity scales, adapted in warmup, undo "
+        "the whitening here); every such run warns (the self-check and divergence tests of "
+        "this cell are strict). AutoSampler picks NUTS here and is strict."
     ),
 }
 """Models on which the defaults are measured wrong today, with the reason; the tolerance test
