@@ -116,7 +116,9 @@ class SGLD(SubsampledKernel):
 
     x ← x − ε ∇Ũ(x) + √(2ε) ξ with a fresh minibatch each step (Welling & Teh 2011, eq. 4).
     With ``preconditioned=True`` this is pSGLD (Li et al. 2016, Alg. 1): the RMSprop diagonal
-    metric G = 1/(λ + √a) is adapted during warmup and frozen afterwards.
+    metric G = 1/(λ + √a) is adapted during warmup and frozen afterwards; with
+    ``step_size="auto"`` it is capped so that no coordinate's step ε G_j exceeds the plain-SGLD
+    step.
 
     Parameters
     ----------

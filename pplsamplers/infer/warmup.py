@@ -347,7 +347,7 @@ def _prepare_shared(options: SamplerOptions, model_args: tuple, model_kwargs: di
         batched = with_control_variate(batched, anchor)
     if mode is not None and isinstance(precondition, str):  # step 2b: a poor Laplace fit
         center, factor, fit_note = refine_laplace(
-            jax.random.PRNGKey(PREPARE_SEED + 4), batched, center, factor
+            jax.random.PRNGKey(PREPARE_SEED + 4), batched, center, factor, exact=base
         )
         notes["precondition"] += "; " + fit_note
         mode = center

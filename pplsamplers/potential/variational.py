@@ -180,12 +180,20 @@ def fit_gaussian(
 
 
 def refine_laplace(
-    rng_key: PRNGKey, potential: SubsampledPotential, center: Array, factor: Array
+    rng_key: PRNGKey,
+    potential: SubsampledPotential,
+    center: Array,
+    factor: Array,
+    exact: SubsampledPotential | None = None,
 ) -> tuple[Array, Array, str]:
     """The shared warmup's step: check the Laplace approximation x = ``center`` + ``factor`` ζ,
     ζ ~ N(0, I), of ``potential`` (model coordinates) and, where it is poor, replace it by the
     Gaussian fit.  Returns ``(center, factor, note)``; ``factor`` keeps its form ((D,) or
     (D, D) lower triangular), and the note says what was measured and done.
+
+    ``exact``: the same U with cheaper full-data passes for the check (the potential before
+    its control variate, whose full pass also evaluates every datum at the anchor); the fit
+    uses ``potential``'s (minibatch, control-variate) gradients.
 
     Examples
     --------
@@ -197,11 +205,12 @@ def refine_laplace(
     True
     """
     misfit_key, fit_key = jax.random.split(rng_key)
-    whitened = with_preconditioner(potential, center, factor)
-    misfit = float(jax.jit(lambda key: laplace_misfit(key, whitened, MISFIT_DRAWS))(misfit_key))
+    checked = with_preconditioner(potential if exact is None else exact, center, factor)
+    misfit = float(jax.jit(lambda key: laplace_misfit(key, checked, MISFIT_DRAWS))(misfit_key))
     if misfit <= MISFIT_THRESHOLD:
         return center, factor, f"Laplace approximation checked (log-weight sd {misfit:.2g} <= 1)"
     dense = factor.ndim == 2
+    whitened = with_preconditioner(potential, center, factor)
     fit = jax.jit(lambda key: fit_gaussian(key, whitened, dense=dense))(fit_key)
     if not bool(fit.improved):
         return (
@@ -216,7 +225,7 @@ def refine_laplace(
         center, factor = center + factor @ fit.mean, factor @ fit.scale
     else:
         center, factor = center + factor * fit.mean, factor * fit.scale
-    refitted = with_preconditioner(potential, center, factor)
+    refitted = with_preconditioner(potential if exact is None else exact, center, factor)
     after = float(jax.jit(lambda key: laplace_misfit(key, refitted, MISFIT_DRAWS))(misfit_key))
     kind = "full-rank" if dense else "diagonal"
     return (
