@@ -68,7 +68,7 @@ class PilotOptions:
         positive_int("pilot_options ksd_points", self.ksd_points)
         at_least("pilot_options ksd_points", self.ksd_points, 10)
         at_least("pilot_options guard_factor", self.guard_factor, 1.0)
-        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
+        if not isinstance(self.seed, int | np.integer) or isinstance(self.seed, bool):
             raise ValueError(f"pilot_options seed must be an integer; got {self.seed!r}.")
 
     @classmethod
