@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from pplsamplers.potential.precondition import with_preconditioner
+from pplsamplers.potential.precondition import whiten, with_preconditioner
 from pplsamplers.potential.subsampled import SubsampledPotential
 from pplsamplers.types import Array, PRNGKey
 
@@ -205,8 +205,13 @@ def refine_laplace(
     True
     """
     misfit_key, fit_key = jax.random.split(rng_key)
-    checked = with_preconditioner(potential if exact is None else exact, center, factor)
-    misfit = float(jax.jit(lambda key: laplace_misfit(key, checked, MISFIT_DRAWS))(misfit_key))
+    checked = potential if exact is None else exact
+
+    @jax.jit  # one program for the check before the fit and after it (center, factor traced)
+    def misfit_at(center: Array, factor: Array) -> Array:
+        return laplace_misfit(misfit_key, whiten(checked, center, factor), MISFIT_DRAWS)
+
+    misfit = float(misfit_at(center, factor))
     if misfit <= MISFIT_THRESHOLD:
         return center, factor, f"Laplace approximation checked (log-weight sd {misfit:.2g} <= 1)"
     dense = factor.ndim == 2
@@ -225,8 +230,7 @@ def refine_laplace(
         center, factor = center + factor @ fit.mean, factor @ fit.scale
     else:
         center, factor = center + factor * fit.mean, factor * fit.scale
-    refitted = with_preconditioner(potential if exact is None else exact, center, factor)
-    after = float(jax.jit(lambda key: laplace_misfit(key, refitted, MISFIT_DRAWS))(misfit_key))
+    after = float(misfit_at(center, factor))
     kind = "full-rank" if dense else "diagonal"
     return (
         center,
