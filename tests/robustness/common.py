@@ -267,7 +267,7 @@ KNOWN_MISSES = {
     "hierarchical": (
         "known, not fixed (issue 14): the 304-dimensional hierarchical posterior is far from "
         "its Laplace approximation at the joint mode (tau 4.5 there, 0.72 +- 0.05 in the "
-        "posterior). The shared warmup detects it (log-weight sd 28 > 1) and replaces the "
+        "posterior). The shared warmup detects it (log-weight sd 41 > 1) and replaces the "
         "Laplace approximation by a full-rank Gaussian variational fit "
         "(pplsamplers/potential/variational.py), then each chain refines its metric from its "
         "warmup draws. With both, in 2 x 500 draws: Boomerang 0.15 sd and SBPS 0.24 pass; "
