@@ -84,11 +84,13 @@ def test_thresholds_catch_every_gaussian_run_outside_the_tolerance():
 
     tol_mean = tol_sd = 0.2 lie inside it, so every Gaussian run outside it is flagged (its
     MCSE is ~0), combinations of a shift with a smaller scale error included; runs well inside
-    it (0.1 sd off, sd ratio 0.9 or 1.1) pass.
+    it (0.1 sd off, sd ratio 0.95 or 1.05) pass.  Every sd scaled by the same c with
+    |c² − 1| > 0.15 (c = 0.9 or 1.1 here) is flagged by the coherent-scale check alone
+    (:func:`test_coherent_scale_error_is_flagged_when_each_coordinate_passes`).
     """
-    assert Thresholds() == Thresholds(1.05, 100.0, 0.2, 0.2, 3.0, 1e-12, 0.01, 1e3)
+    assert Thresholds() == Thresholds(1.05, 100.0, 0.2, 0.2, 3.0, 1e-12, 0.01, 1e3, 0.15)
     outside = [(0.26, 1.0), (0.5, 1.0), (0.0, 0.69), (0.0, 1.31), (0.26, 0.85), (0.26, 1.15)]
-    inside = [(0.1, 1.0), (0.0, 0.9), (0.0, 1.1), (0.1, 1.1), (0.15, 0.9)]
+    inside = [(0.1, 1.0), (0.0, 0.95), (0.0, 1.05), (0.1, 1.05), (0.15, 0.95)]
     for j, (shift, scale) in enumerate(outside + inside):
         direction = np.eye(D)[j % D] * (-1) ** j
         draws = MU + scale * (EXACT - MU) + shift * SD * direction
@@ -98,6 +100,36 @@ def test_thresholds_catch_every_gaussian_run_outside_the_tolerance():
         assert is_outside == ((shift, scale) in outside)
         result = self_check(draws, GAUSS)
         assert result.passed == (not is_outside), (shift, scale, result.warning)
+
+
+def _gaussian_of_dim(dim: int):
+    def terms(x, idx):  # U = ½ |x|² over N = 100 data: N(0, I)
+        return 0.0, 0.5 * jnp.sum(x**2) / 100 * jnp.ones(idx.shape)
+
+    return build_potential(terms, dim=dim, N=100, n=10, init_position=jnp.zeros(dim))
+
+
+@pytest.mark.parametrize("scale, flagged", [(1.1, True), (0.9, True), (1.05, False)])
+def test_coherent_scale_error_is_flagged_when_each_coordinate_passes(scale, flagged):
+    """A step-size bias widens every sd a little at once (SGBD and cSGLD on the hierarchical
+    model: z sds 7–15% wide, τ then 0.6–0.7 sd off; module docstring).  Each coordinate's
+    sd ratio 1.1 passes its own check (tol_sd 0.2); their average scale error c² − 1 = 0.21
+    does not (0.15), and the warning says so with the numbers.  5% (0.1025) passes."""
+    dim = 50
+    draws = scale * np.random.default_rng(5).normal(size=(2, 1000, dim))
+    result = self_check(draws, _gaussian_of_dim(dim))
+    realised = draws.reshape(-1, dim).std(0)  # each coordinate's sd ratio, c ± 0.05
+    assert "stein_sd" not in result.failures and "stein_mean" not in result.failures
+    assert result.coherent_scale_err == pytest.approx(np.mean(realised**2) - 1, abs=0.05)
+    assert ("stein_coherent_scale" in result.failures) == flagged, result.warning
+    if flagged:
+        sign = "+" if scale > 1 else "-"
+        assert re.search(
+            rf"Stein scale error averages \{sign}0\.[12]\d over 50 coordinates", result.warning
+        ), result.warning
+        assert "a smaller step" in result.warning
+    attrs = result.to_attrs()
+    assert attrs["self_check_stein_coherent_scale_err"] == result.coherent_scale_err
 
 
 def _logistic():
