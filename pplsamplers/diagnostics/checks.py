@@ -420,8 +420,8 @@ def self_check(
             (
                 "stein_coherent_scale",
                 f"Stein scale error averages {coherent:+.2f} over {dim} coordinates (every "
-                f"sd ×{math.sqrt(max(1.0 + coherent, 0.0)):.2f} at once: a step-size bias, "
-                "which moves the scale parameters coupled to them)",
+                f"sd ×{math.sqrt(max(1.0 + coherent, 0.0)):.2f} at once, which moves the "
+                "scale parameters coupled to them)",
                 "stein",
             )
         )
