@@ -12,6 +12,8 @@ raised, ``quiet`` otherwise, so ``MISS quiet`` is a silent wrong answer.
     .venv/bin/python benchmarks/robustness.py --samplers sbps sgld --models linear
     .venv/bin/python benchmarks/robustness.py --warmup 1000 --draws 2000
     .venv/bin/python benchmarks/robustness.py --N 20000 --models logistic   # NUTS reference rerun
+    .venv/bin/python benchmarks/robustness.py --samplers sgbd --models hierarchical \
+        --warmup 5000 --draws 20000 --option step_size=0.25   # a knob away from its default
 
 References: the exact posterior for ``linear`` (at any N); the stored NUTS runs of
 ``tests/data/robust_*_nuts.json`` for the others at their stored N.  With ``--N`` the NUTS
@@ -28,6 +30,7 @@ Examples
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -75,6 +78,21 @@ def format_cell(cell: Cell) -> str:
     return f"{cell.max_mean_err:.3g}, {cell.max_sd_err:.3g}, {cell.seconds:.0f}s, {verdict} {check}"
 
 
+def parse_option(text: str) -> tuple[str, object]:
+    """``"step_size=0.25"`` → ``("step_size", 0.25)`` (the value as JSON, else a string).
+
+    >>> parse_option("step_size=0.25"), parse_option("variant=vanilla")
+    (('step_size', 0.25), ('variant', 'vanilla'))
+    """
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise SystemExit(f"--option must be NAME=VALUE; got {text!r}.")
+    try:
+        return name, json.loads(value)
+    except json.JSONDecodeError:
+        return name, value
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samplers", nargs="*", default=None, help="default: all but NUTS")
@@ -83,12 +101,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--draws", type=int, default=None, help="default: the suite's (500)")
     parser.add_argument("--N", type=int, default=None, help="data size (default: the suite's)")
     parser.add_argument("--seed", type=int, default=None, help="PRNG seed (default: the suite's)")
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a sampler option (VALUE read as JSON, else as a string); repeatable",
+    )
     args = parser.parse_args(argv)
     samplers = args.samplers or sampler_names()
     refs = {model: reference_at(model, args.N) for model in args.models}
     options = dict(warmup=args.warmup, draws=args.draws, size=args.N)
     if args.seed is not None:
         options["seed"] = args.seed
+    if args.option:
+        options["options"] = dict(parse_option(text) for text in args.option)
     table: dict[str, dict[str, Cell]] = {}
     for sampler in samplers:
         for model in args.models:

@@ -86,17 +86,18 @@ def sampler_names() -> list[str]:
     return names if "auto" in names else [*names, "auto"]
 
 
-def make_kernel(name: str, model: Any) -> Any:
-    """The kernel registered as ``name`` (``"auto"``: AutoSampler), with default options."""
+def make_kernel(name: str, model: Any, **options: Any) -> Any:
+    """The kernel registered as ``name`` (``"auto"``: AutoSampler), with default options
+    unless ``options`` are given (the benchmark's ``--option``; the tests give none)."""
     if name == "auto":
         from pplsamplers import AutoSampler
 
-        return AutoSampler(model)
+        return AutoSampler(model, **options)
     try:
         from pplsamplers.registry import make_kernel as build
     except ImportError:
         from pplsamplers.samplers import make_kernel as build
-    return build(name, model)
+    return build(name, model, **options)
 
 
 @functools.cache
@@ -217,13 +218,15 @@ def run_cell(
     size: int | None = None,
     ref: dict[str, dict[str, np.ndarray]] | None = None,
     seed: int = SEED,
+    options: dict[str, Any] | None = None,
 ) -> Cell:
     """Run ``sampler`` with default options on ``model``; compare with ``ref``.
 
     ``MCMC(make_kernel(sampler, model), num_chains=2, chain_method="vectorized")``, then
     ``pplsamplers.check_run(mcmc)``; every warning raised during the run and the check is
     recorded.  An exception is caught and stored in
-    ``Cell.error`` so that each test of the cell reports it.
+    ``Cell.error`` so that each test of the cell reports it.  ``options`` go to the kernel
+    (none: its defaults).
     """
     spec = MODELS[model]
     cell = Cell(sampler, model)
@@ -234,7 +237,7 @@ def run_cell(
         warnings.simplefilter("always")
         try:
             mcmc = MCMC(
-                make_kernel(sampler, model_fn),
+                make_kernel(sampler, model_fn, **(options or {})),
                 num_warmup=spec["warmup"] if warmup is None else warmup,
                 num_samples=spec["draws"] if draws is None else draws,
                 num_chains=NUM_CHAINS,
