@@ -560,10 +560,18 @@ def plot(rows: list[dict], path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(6, 4), dpi=80)
     names = sorted({_label(r) for r in rows if r["chains"] == 1})
-    for name in names:
-        pts = sorted((r["N"], r["ess_s"]) for r in rows if _label(r) == name and r.get("ess_s"))
-        if pts:
-            ax.plot(*zip(*pts, strict=True), marker="o", label=name)
+    dtypes = sorted({r["dtype"] for r in rows})
+    for color, name in enumerate(names):
+        for dtype in dtypes:  # one line per sampler and dtype: float32 solid, float64 dashed
+            pts = sorted(
+                (r["N"], r["ess_s"])
+                for r in rows
+                if _label(r) == name and r["dtype"] == dtype and r.get("ess_s")
+            )
+            if pts:
+                label = name if len(dtypes) == 1 else f"{name} {dtype}"
+                style = "--" if dtype == "float64" else "-"
+                ax.plot(*zip(*pts, strict=True), style, marker="o", color=f"C{color}", label=label)
     ax.set(xscale="log", yscale="log", xlabel="N", ylabel="min ESS / s (end to end, cold)")
     ax.legend(fontsize=6, ncol=2)
     fig.tight_layout()
