@@ -47,7 +47,8 @@ the non-Gaussian terms and noise), so 0.15 lies above that and flags every sd 7%
 a relative posterior sd of about 1/√(2G), so an inflation c moves it by about (c − 1)√(2G)
 sds, under 0.3 sd for c = 1.07 and G < 10, where the per-coordinate checks are the test;
 below ``COHERENT_MIN_DIM`` = 10 coordinates the average is reported but not checked.
-R-hat > 1.05 and bulk ESS < 100 are flagged too (``tests/unit/test_self_check.py``; docs: troubleshooting).
+R-hat > 1.05 and bulk ESS < 100 are flagged too (``tests/unit/test_self_check.py``; docs:
+troubleshooting).
 Cost: m full-data passes (``thin_to``), jitted once per potential, batched over the draws.
 """
 
