@@ -57,19 +57,15 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
-import weakref
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import arviz as az
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from pplsamplers.diagnostics.names import coordinate_names
+from pplsamplers.diagnostics.stein_identities import stein_errors
 from pplsamplers.potential import SubsampledPotential
 from pplsamplers.types import Array, PRNGKey
-
 
 COHERENT_MIN_DIM = 10
 """The coherent-scale check runs from this many coordinates on (module docstring)."""
@@ -204,19 +200,6 @@ def warn(result: SelfCheck, stacklevel: int = 2) -> None:
         warnings.warn(result.warning, SelfCheckWarning, stacklevel=stacklevel)
 
 
-_SCORES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _scores_fn(potential: SubsampledPotential) -> Callable[[Array], tuple[Array, Array]]:
-    """Jitted ``(m, D) -> (U (m,), ∇U (m, D))``, cached per potential (one compile)."""
-    full = potential.full_value_and_grad
-    fn = _SCORES.get(full)
-    if fn is None:
-        fn = jax.jit(lambda xs: jax.lax.map(full, xs, batch_size=8))
-        _SCORES[full] = fn
-    return fn
-
-
 def _convergence(draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rank-normalised split R-hat and bulk ESS per coordinate (ArviZ); one chain is halved."""
     if draws.shape[0] == 1:
@@ -253,88 +236,6 @@ def _chain_health(draws: np.ndarray, th: Thresholds) -> tuple[np.ndarray, np.nda
         far = np.max(np.abs(safe - med[ref]) / scale, axis=(1, 2))
         diverged = diverged | (far > th.diverged_sds)
     return nonfinite, frozen, diverged
-
-
-def _mcse(terms: np.ndarray) -> np.ndarray:
-    """MCSE of the mean of ``terms`` (chains, k, P) from ArviZ's ESS (capped at the count)."""
-    count = terms.shape[0] * terms.shape[1]
-    flat = terms.reshape(count, -1)
-    sd = np.std(flat, axis=0, ddof=1) if count > 1 else np.full(flat.shape[1], np.inf)
-    ess = np.full(flat.shape[1], float(count))
-    if terms.shape[1] >= 4:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            est = np.asarray(az.ess(terms, method="mean"), float)
-        ess = np.where(np.isfinite(est), np.clip(est, 1.0, count), ess)
-    tiny = sd <= 1e-10 * (1.0 + np.abs(np.mean(flat, axis=0)))
-    return np.where(tiny, 0.0, sd / np.sqrt(ess))
-
-
-def _adjust(terms: np.ndarray, controls: np.ndarray) -> np.ndarray:
-    """Per coordinate, ``terms − β·controls`` with β the least-squares slope on the thinned
-    draws: the same mean in expectation (the controls have mean 0 over all draws), less noise.
-    """
-    c = controls - controls.mean(0)
-    t = terms - terms.mean(0)
-    gram = np.einsum("mjp,mjq->jpq", c, c) + 1e-12 * np.eye(c.shape[-1])
-    beta = np.linalg.solve(gram, np.einsum("mjp,mj->jp", c, t)[..., None])[..., 0]
-    return terms - np.einsum("mjp,jp->mj", controls, beta)
-
-
-def _stein(
-    draws: np.ndarray,
-    potential: SubsampledPotential,
-    thin_to: int,
-    key: PRNGKey | None,
-    whiten: str,
-) -> tuple[tuple | None, str, int]:
-    """Stein mean and scale errors (module docstring) on evenly thinned draws:
-    ``(values or None, how, number of draws with a non-finite potential)``."""
-    chains, n, dim = draws.shape
-    flat = draws.reshape(-1, dim)
-    xbar = flat.mean(0)
-    use_dense = whiten == "dense" or (whiten == "auto" and dim <= 1000 and flat.shape[0] >= 2 * dim)
-    cov = (
-        np.cov(flat, rowvar=False, bias=True).reshape(dim, dim)
-        if use_dense
-        else np.diag(flat.var(0))
-    )
-    var = np.diag(cov).copy()
-    if np.any(~(var > 0)):
-        return None, "skipped: a coordinate has zero variance", 0
-    k = min(n, max(2, -(-thin_to // chains)))
-    start = 0.0 if key is None else float(jax.random.uniform(key))
-    idx = np.floor((start + np.arange(k)) * (n / k)).astype(int)  # evenly spread, < n
-    thin = draws[:, idx].reshape(-1, dim)
-    padded = np.concatenate([thin, np.repeat(thin[:1], (-len(thin)) % 32, 0)])
-    u_val, grad = _scores_fn(potential)(jnp.asarray(padded, potential.init_position.dtype))
-    u_val, grad = np.asarray(u_val, float)[: len(thin)], np.asarray(grad, float)[: len(thin)]
-    bad = ~(np.isfinite(u_val) & np.all(np.isfinite(grad), -1))
-    if np.any(bad):
-        return None, f"skipped: non-finite potential at {int(np.sum(bad))} draws", int(np.sum(bad))
-    centred = thin - xbar
-    g = -grad @ cov.T + centred  # g_i = S s_i + (x_i − x̄), s = −∇U
-    sd = np.sqrt(var)
-    z = centred / sd
-    # control variates z_j and z_j² − 1: their mean over *all* draws is exactly 0
-    controls = np.stack([z, z**2 - 1.0], -1)  # (m, D, 2)
-    t_mean = _adjust(-g / sd, controls).reshape(chains, k, dim)
-    t_scale = _adjust(-g * centred / var, controls).reshape(chains, k, dim)
-    # the last column: each draw's scale term averaged over the coordinates (coherent error)
-    coherent = t_scale.mean(-1, keepdims=True)
-    mcse = _mcse(np.concatenate([t_mean, t_scale, coherent], -1)) * np.sqrt(
-        k * chains / max(k * chains - 3, 1)
-    )
-    coherent_err, coherent_mcse = float(coherent.mean()), float(mcse[-1])
-    mcse = mcse[:-1]
-    scale_err = t_scale.mean((0, 1))
-    ratio = np.sqrt(np.maximum(1.0 + scale_err, 0.0))
-    r = np.maximum(ratio, 0.5)
-    mean_err, mean_mcse = t_mean.mean((0, 1)) / r, mcse[:dim] / r
-    sd_mcse = mcse[dim:] / (2.0 * r)
-    out = (mean_err, mean_mcse, ratio, sd_mcse, scale_err, mcse[dim:], coherent_err)
-    out += (coherent_mcse, len(thin))
-    return out, "dense" if use_dense else "diag", 0
 
 
 def _chain_list(label: str, chains: np.ndarray) -> str:
@@ -400,7 +301,7 @@ def self_check(
     rhat, ess = _convergence(draws[usable]) if np.any(usable) else (nan, nan)
     stein, how, stein_bad = None, "skipped: no finite, non-diverged chain", 0
     if np.any(usable):
-        stein, how, stein_bad = _stein(draws[usable], potential, thin_to, rng_key, whiten)
+        stein, how, stein_bad = stein_errors(draws[usable], potential, thin_to, rng_key, whiten)
     if stein is None:
         stein = (nan, nan, nan, nan, nan, nan, math.nan, math.nan, 0)
     mean_err, mean_mcse, ratio, sd_mcse, scale_err, scale_mcse, coherent, coherent_mcse, m = stein

@@ -1,6 +1,5 @@
 """End-of-run self-check (issue 14 item 5, issue 18 item 9): exact runs pass, wrong runs warn."""
 
-import importlib
 import re
 import warnings
 
@@ -18,10 +17,9 @@ from pplsamplers.diagnostics.checks import (
     self_check,
     warn,
 )
+from pplsamplers.diagnostics.stein_identities import scores_fn
 from pplsamplers.potential import build_potential, make_potential
 
-# the package re-exports the function ``self_check``, which shadows the module's name
-sc = importlib.import_module("pplsamplers.diagnostics.checks")
 D = 5
 RNG = np.random.default_rng(0)
 _A = RNG.normal(size=(D, D))
@@ -240,7 +238,7 @@ def test_passed_check_does_not_warn_and_jit_is_cached():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         warn(self_check(EXACT, GAUSS))
-    assert sc._scores_fn(GAUSS) is sc._scores_fn(GAUSS)
+    assert scores_fn(GAUSS) is scores_fn(GAUSS)
     with pytest.raises(ValueError, match="draws must have shape"):
         self_check(EXACT[..., :2], GAUSS)
 

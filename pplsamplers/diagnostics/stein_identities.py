@@ -1,0 +1,138 @@
+"""The full-data Stein identities read on thinned draws: the engine of the self-check's
+Stein check (:mod:`pplsamplers.diagnostics.checks`, whose module docstring derives the
+estimates and justifies the thresholds).
+
+For a target π whose boundary terms vanish, E_π[s] = 0 and E_π[(x − E x) sᵀ] = −I with
+s = −∇U the exact (full-data) score.  :func:`stein_errors` turns both into a mean error and
+a scale error per coordinate, in posterior sds, plus the scale error averaged over the
+coordinates, each with its MCSE.
+
+Examples
+--------
+>>> import jax, jax.numpy as jnp, numpy as np
+>>> from pplsamplers.potential import build_potential
+>>> terms = lambda x, idx: (0.0, 0.5 * jnp.sum(x**2) * jnp.ones(idx.shape) / 4)
+>>> pot = build_potential(terms, dim=2, N=4, n=4, init_position=jnp.zeros(2))
+>>> draws = 1.2 * np.random.default_rng(0).normal(size=(2, 1000, 2))  # every sd 20% wide
+>>> values, how, bad = stein_errors(draws, pot, 200, None, "auto")
+>>> how, bad, round(values[6], 1)  # the averaged scale error reads c² − 1 = 0.44
+('dense', 0, 0.4)
+"""
+
+from __future__ import annotations
+
+import warnings
+import weakref
+from collections.abc import Callable
+
+import arviz as az
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from pplsamplers.potential import SubsampledPotential
+from pplsamplers.types import Array, PRNGKey
+
+_SCORES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def scores_fn(potential: SubsampledPotential) -> Callable[[Array], tuple[Array, Array]]:
+    """Jitted ``(m, D) -> (U (m,), ∇U (m, D))``, cached per potential (one compile)."""
+    full = potential.full_value_and_grad
+    fn = _SCORES.get(full)
+    if fn is None:
+        fn = jax.jit(lambda xs: jax.lax.map(full, xs, batch_size=8))
+        _SCORES[full] = fn
+    return fn
+
+
+def mcse_of_mean(terms: np.ndarray) -> np.ndarray:
+    """MCSE of the mean of ``terms`` (chains, k, P) from ArviZ's ESS (capped at the count)."""
+    count = terms.shape[0] * terms.shape[1]
+    flat = terms.reshape(count, -1)
+    sd = np.std(flat, axis=0, ddof=1) if count > 1 else np.full(flat.shape[1], np.inf)
+    ess = np.full(flat.shape[1], float(count))
+    if terms.shape[1] >= 4:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            est = np.asarray(az.ess(terms, method="mean"), float)
+        ess = np.where(np.isfinite(est), np.clip(est, 1.0, count), ess)
+    tiny = sd <= 1e-10 * (1.0 + np.abs(np.mean(flat, axis=0)))
+    return np.where(tiny, 0.0, sd / np.sqrt(ess))
+
+
+def control_variate_adjust(terms: np.ndarray, controls: np.ndarray) -> np.ndarray:
+    """Per coordinate, ``terms − β·controls`` with β the least-squares slope on the thinned
+    draws: the same mean in expectation (the controls have mean 0 over all draws), less noise.
+    """
+    c = controls - controls.mean(0)
+    t = terms - terms.mean(0)
+    gram = np.einsum("mjp,mjq->jpq", c, c) + 1e-12 * np.eye(c.shape[-1])
+    beta = np.linalg.solve(gram, np.einsum("mjp,mj->jp", c, t)[..., None])[..., 0]
+    return terms - np.einsum("mjp,jp->mj", controls, beta)
+
+
+def stein_errors(
+    draws: np.ndarray,
+    potential: SubsampledPotential,
+    thin_to: int,
+    key: PRNGKey | None,
+    whiten: str,
+) -> tuple[tuple | None, str, int]:
+    """Stein mean and scale errors on ``thin_to`` evenly thinned draws (the derivation:
+    :mod:`pplsamplers.diagnostics.checks`).
+
+    Returns ``(values or None, how, number of draws with a non-finite potential)``; ``values``
+    is ``(mean_err, mean_mcse, sd_ratio, sd_mcse, scale_err, scale_mcse, coherent_scale_err,
+    coherent_scale_mcse, number of checked draws)`` and ``how`` is ``"dense"``, ``"diag"`` or
+    ``"skipped: <reason>"``.  ``key`` offsets the thinning grid at random; ``whiten`` is
+    ``"auto"``, ``"dense"`` or ``"diag"`` (:func:`~pplsamplers.diagnostics.checks.self_check`).
+    """
+    chains, n, dim = draws.shape
+    flat = draws.reshape(-1, dim)
+    xbar = flat.mean(0)
+    use_dense = whiten == "dense" or (whiten == "auto" and dim <= 1000 and flat.shape[0] >= 2 * dim)
+    cov = (
+        np.cov(flat, rowvar=False, bias=True).reshape(dim, dim)
+        if use_dense
+        else np.diag(flat.var(0))
+    )
+    var = np.diag(cov).copy()
+    if np.any(~(var > 0)):
+        return None, "skipped: a coordinate has zero variance", 0
+    k = min(n, max(2, -(-thin_to // chains)))
+    start = 0.0 if key is None else float(jax.random.uniform(key))
+    idx = np.floor((start + np.arange(k)) * (n / k)).astype(int)  # evenly spread, < n
+    thin = draws[:, idx].reshape(-1, dim)
+    padded = np.concatenate([thin, np.repeat(thin[:1], (-len(thin)) % 32, 0)])
+    u_val, grad = scores_fn(potential)(jnp.asarray(padded, potential.init_position.dtype))
+    u_val, grad = np.asarray(u_val, float)[: len(thin)], np.asarray(grad, float)[: len(thin)]
+    bad = ~(np.isfinite(u_val) & np.all(np.isfinite(grad), -1))
+    if np.any(bad):
+        return None, f"skipped: non-finite potential at {int(np.sum(bad))} draws", int(np.sum(bad))
+    centred = thin - xbar
+    g = -grad @ cov.T + centred  # g_i = S s_i + (x_i − x̄), s = −∇U
+    sd = np.sqrt(var)
+    z = centred / sd
+    # control variates z_j and z_j² − 1: their mean over *all* draws is exactly 0
+    controls = np.stack([z, z**2 - 1.0], -1)  # (m, D, 2)
+    t_mean = control_variate_adjust(-g / sd, controls).reshape(chains, k, dim)
+    t_scale = control_variate_adjust(-g * centred / var, controls).reshape(chains, k, dim)
+    # the last column: each draw's scale term averaged over the coordinates (coherent error)
+    coherent = t_scale.mean(-1, keepdims=True)
+    mcse = mcse_of_mean(np.concatenate([t_mean, t_scale, coherent], -1)) * np.sqrt(
+        k * chains / max(k * chains - 3, 1)
+    )
+    coherent_err, coherent_mcse = float(coherent.mean()), float(mcse[-1])
+    mcse = mcse[:-1]
+    scale_err = t_scale.mean((0, 1))
+    ratio = np.sqrt(np.maximum(1.0 + scale_err, 0.0))
+    r = np.maximum(ratio, 0.5)
+    mean_err, mean_mcse = t_mean.mean((0, 1)) / r, mcse[:dim] / r
+    sd_mcse = mcse[dim:] / (2.0 * r)
+    out = (mean_err, mean_mcse, ratio, sd_mcse, scale_err, mcse[dim:], coherent_err)
+    out += (coherent_mcse, len(thin))
+    return out, "dense" if use_dense else "diag", 0
+
+
+__all__ = ["control_variate_adjust", "mcse_of_mean", "scores_fn", "stein_errors"]
