@@ -63,7 +63,7 @@ import arviz as az
 import numpy as np
 
 from pplsamplers.diagnostics.names import coordinate_names
-from pplsamplers.diagnostics.stein_identities import stein_errors
+from pplsamplers.diagnostics.stein_identities import SteinErrors, stein_errors
 from pplsamplers.potential import SubsampledPotential
 from pplsamplers.types import Array, PRNGKey
 
@@ -303,18 +303,23 @@ def self_check(
     if np.any(usable):
         stein, how, stein_bad = stein_errors(draws[usable], potential, thin_to, rng_key, whiten)
     if stein is None:
-        stein = (nan, nan, nan, nan, nan, nan, math.nan, math.nan, 0)
-    mean_err, mean_mcse, ratio, sd_mcse, scale_err, scale_mcse, coherent, coherent_mcse, m = stein
+        stein = SteinErrors.missing(dim)
+    mean_err, ratio = stein.mean_err, stein.sd_ratio
+    coherent = stein.coherent_scale_err
     totals = {k: int(np.sum(np.asarray(v))) for k, v in (counts or {}).items()}
 
     fails: list[tuple[str, str, str]] = []  # (check, message, fix key)
     for check, excess, message in [
         (
             "stein_mean",
-            np.abs(mean_err) - th.tol_mean - th.z * mean_mcse,
+            np.abs(mean_err) - th.tol_mean - th.z * stein.mean_mcse,
             "Stein mean error {:+.2f} sd",
         ),
-        ("stein_sd", np.abs(ratio - 1.0) - th.tol_sd - th.z * sd_mcse, "Stein sd ratio {:.2f}"),
+        (
+            "stein_sd",
+            np.abs(ratio - 1.0) - th.tol_sd - th.z * stein.sd_mcse,
+            "Stein sd ratio {:.2f}",
+        ),
         ("rhat", rhat - th.rhat, "R-hat {:.2f}"),
         ("ess", th.min_ess - ess, "bulk ESS {:.0f}"),
     ]:
@@ -324,7 +329,7 @@ def self_check(
             value = {"stein_mean": mean_err, "stein_sd": ratio, "rhat": rhat, "ess": ess}[check]
             fix = "stein" if check.startswith("stein") else check
             fails.append((check, message.format(value[j]) + f" on {names[j]}", fix))
-    coherent_excess = abs(coherent) - th.tol_coherent_scale - th.z * coherent_mcse
+    coherent_excess = abs(coherent) - th.tol_coherent_scale - th.z * stein.coherent_scale_mcse
     if dim >= COHERENT_MIN_DIM and coherent_excess > 0:  # NaN: no failure
         fails.append(
             (
@@ -370,17 +375,17 @@ def self_check(
         diverged_chains=tuple(int(c) for c in np.flatnonzero(diverged)),
         nonfinite_draws=int(np.sum(nonfinite)),
         counts=totals,
-        stein_draws=int(m),
+        stein_draws=int(stein.num_draws),
         stein_whitening=how,
         stein_nonfinite=int(stein_bad),
         mean_err=np.asarray(mean_err),
-        mean_mcse=np.asarray(mean_mcse),
+        mean_mcse=np.asarray(stein.mean_mcse),
         sd_ratio=np.asarray(ratio),
-        sd_mcse=np.asarray(sd_mcse),
-        scale_err=np.asarray(scale_err),
-        scale_mcse=np.asarray(scale_mcse),
+        sd_mcse=np.asarray(stein.sd_mcse),
+        scale_err=np.asarray(stein.scale_err),
+        scale_mcse=np.asarray(stein.scale_mcse),
         coherent_scale_err=float(coherent),
-        coherent_scale_mcse=float(coherent_mcse),
+        coherent_scale_mcse=float(stein.coherent_scale_mcse),
         thresholds=th,
     )
 

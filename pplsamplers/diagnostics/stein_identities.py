@@ -15,7 +15,7 @@ Examples
 >>> pot = build_potential(terms, dim=2, N=4, n=4, init_position=jnp.zeros(2))
 >>> draws = 1.2 * np.random.default_rng(0).normal(size=(2, 1000, 2))  # every sd 20% wide
 >>> values, how, bad = stein_errors(draws, pot, 200, None, "auto")
->>> how, bad, round(values[6], 1)  # the averaged scale error reads c² − 1 = 0.44
+>>> how, bad, round(values.coherent_scale_err, 1)  # it reads c² − 1 = 0.44
 ('dense', 0, 0.4)
 """
 
@@ -24,6 +24,7 @@ from __future__ import annotations
 import warnings
 import weakref
 from collections.abc import Callable
+from typing import NamedTuple
 
 import arviz as az
 import jax
@@ -34,6 +35,28 @@ from pplsamplers.potential import SubsampledPotential
 from pplsamplers.types import Array, PRNGKey
 
 _SCORES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+class SteinErrors(NamedTuple):
+    """What :func:`stein_errors` reads, per coordinate (arrays of D) or over all of them."""
+
+    mean_err: np.ndarray
+    mean_mcse: np.ndarray
+    sd_ratio: np.ndarray
+    sd_mcse: np.ndarray
+    scale_err: np.ndarray
+    scale_mcse: np.ndarray
+    coherent_scale_err: float
+    """The scale error averaged over the coordinates."""
+    coherent_scale_mcse: float
+    num_draws: int
+    """Thinned draws checked (one full-data pass each)."""
+
+    @classmethod
+    def missing(cls, dim: int) -> SteinErrors:
+        """NaN everywhere and no draw checked: the check was skipped."""
+        nan = np.full(dim, np.nan)
+        return cls(nan, nan, nan, nan, nan, nan, np.nan, np.nan, 0)
 
 
 def scores_fn(potential: SubsampledPotential) -> Callable[[Array], tuple[Array, Array]]:
@@ -78,13 +101,12 @@ def stein_errors(
     thin_to: int,
     key: PRNGKey | None,
     whiten: str,
-) -> tuple[tuple | None, str, int]:
+) -> tuple[SteinErrors | None, str, int]:
     """Stein mean and scale errors on ``thin_to`` evenly thinned draws (the derivation:
     :mod:`pplsamplers.diagnostics.checks`).
 
     Returns ``(values or None, how, number of draws with a non-finite potential)``; ``values``
-    is ``(mean_err, mean_mcse, sd_ratio, sd_mcse, scale_err, scale_mcse, coherent_scale_err,
-    coherent_scale_mcse, number of checked draws)`` and ``how`` is ``"dense"``, ``"diag"`` or
+    is a :class:`SteinErrors` and ``how`` is ``"dense"``, ``"diag"`` or
     ``"skipped: <reason>"``.  ``key`` offsets the thinning grid at random; ``whiten`` is
     ``"auto"``, ``"dense"`` or ``"diag"`` (:func:`~pplsamplers.diagnostics.checks.self_check`).
     """
@@ -123,16 +145,21 @@ def stein_errors(
     mcse = mcse_of_mean(np.concatenate([t_mean, t_scale, coherent], -1)) * np.sqrt(
         k * chains / max(k * chains - 3, 1)
     )
-    coherent_err, coherent_mcse = float(coherent.mean()), float(mcse[-1])
-    mcse = mcse[:-1]
     scale_err = t_scale.mean((0, 1))
     ratio = np.sqrt(np.maximum(1.0 + scale_err, 0.0))
     r = np.maximum(ratio, 0.5)
-    mean_err, mean_mcse = t_mean.mean((0, 1)) / r, mcse[:dim] / r
-    sd_mcse = mcse[dim:] / (2.0 * r)
-    out = (mean_err, mean_mcse, ratio, sd_mcse, scale_err, mcse[dim:], coherent_err)
-    out += (coherent_mcse, len(thin))
+    out = SteinErrors(
+        mean_err=t_mean.mean((0, 1)) / r,
+        mean_mcse=mcse[:dim] / r,
+        sd_ratio=ratio,
+        sd_mcse=mcse[dim : 2 * dim] / (2.0 * r),
+        scale_err=scale_err,
+        scale_mcse=mcse[dim : 2 * dim],
+        coherent_scale_err=float(coherent.mean()),
+        coherent_scale_mcse=float(mcse[-1]),
+        num_draws=len(thin),
+    )
     return out, "dense" if use_dense else "diag", 0
 
 
-__all__ = ["control_variate_adjust", "mcse_of_mean", "scores_fn", "stein_errors"]
+__all__ = ["SteinErrors", "control_variate_adjust", "mcse_of_mean", "scores_fn", "stein_errors"]
