@@ -19,6 +19,7 @@ import pytest
 
 from tests.robustness.common import (  # noqa: F401 - collected here, parametrized below
     generate_cells,
+    run_cell,
     test_defaults_within_tolerance,
     test_miss_is_flagged_by_self_check,
     test_no_divergence_or_freeze,
@@ -40,8 +41,6 @@ def test_long_biased_run_is_flagged(sampler: str) -> None:
     is the full data) at a fixed step, widen every z sd by 7–15% and end 0.7 and 0.6 sd from
     NUTS on τ.  Before the coherent-scale check these runs were silent; now the self-check
     must flag them (``pplsamplers.diagnostics.checks``, module docstring)."""
-    from tests.robustness.common import run_cell
-
     result = run_cell(sampler, "hierarchical", warmup=3000, draws=5000)
     assert result.error is None, result.describe()
     flagged = any("Stein scale error averages" in w for w in result.warnings)
