@@ -31,13 +31,12 @@ from __future__ import annotations
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
+from pplsamplers.infer.options import PRECONDITIONERS, SamplerOptions, user_factor
 from pplsamplers.infer.spec import KernelSpec
 from pplsamplers.potential import (
     SubsampledPotential,
@@ -57,55 +56,11 @@ from pplsamplers.potential import (
     with_preconditioner,
 )
 from pplsamplers.potential.modes import count_modes
-from pplsamplers.potential.variational import refine_laplace
+from pplsamplers.potential.variational import laplace_check, refine_laplace
 from pplsamplers.types import Array, PRNGKey
 
-PRECONDITIONERS = ("auto", "dense", "diag")
 PREPARE_SEED = 0
 """The set-up (mode, probes) is deterministic: its keys derive from this seed, not the run's."""
-
-
-def _is_positive_int(value: Any) -> bool:
-    return isinstance(value, int | np.integer) and not isinstance(value, bool) and value > 0
-
-
-@dataclass(frozen=True)
-class SamplerOptions:
-    """The options every sampler takes, validated once at construction (DESIGN §7)."""
-
-    model: Callable | None
-    subsample_size: int | None = None
-    data_plate: str | None = None
-    potential: SubsampledPotential | None = None
-    control_variate: bool | str | Array = "auto"
-    precondition: str | Array | None = "auto"
-    init_strategy: Callable | None = None
-
-    def __post_init__(self) -> None:
-        if self.model is None and self.potential is None:
-            raise ValueError("give a NumPyro `model` or a ready `potential`.")
-        if self.subsample_size is not None and not _is_positive_int(self.subsample_size):
-            raise ValueError(
-                f"subsample_size must be a positive integer; got {self.subsample_size!r}."
-            )
-        choice = self.control_variate
-        if isinstance(choice, str) and choice != "auto":
-            raise ValueError(
-                f"control_variate must be 'auto', True, False or an anchor array; got {choice!r}."
-            )
-        precondition = self.precondition
-        if isinstance(precondition, str) and precondition not in PRECONDITIONERS:
-            raise ValueError(
-                f"precondition must be one of {PRECONDITIONERS}, None, or a covariance matrix "
-                f"or variance vector; got {precondition!r}."
-            )
-        if precondition is not None and not isinstance(precondition, str):
-            matrix = np.asarray(precondition, dtype=float)
-            if matrix.ndim not in (1, 2) or not np.all(np.isfinite(matrix)):
-                raise ValueError(
-                    "precondition must be a finite (D,) variance vector or (D, D) covariance "
-                    f"matrix; got shape {matrix.shape}."
-                )
 
 
 class Prepared(NamedTuple):
@@ -134,24 +89,6 @@ class Prepared(NamedTuple):
     adapt_metric: bool
     """Whether each chain refines (center, factor) from its warmup draws
     (:mod:`pplsamplers.infer.metric`): with a preconditioner chosen by the library."""
-
-
-def _user_factor(precondition: Any, dim: int, dtype: Any) -> Array:
-    """L with L Lᵀ = the user's covariance (``(D, D)``) or variances (``(D,)``)."""
-    matrix = jnp.asarray(precondition, dtype)
-    if matrix.shape not in ((dim,), (dim, dim)):
-        raise ValueError(
-            f"precondition has shape {matrix.shape}; the model has {dim} unconstrained "
-            f"dimensions, so give ({dim},) variances or a ({dim}, {dim}) covariance."
-        )
-    if matrix.ndim == 1:
-        if not bool(jnp.all(matrix > 0)):
-            raise ValueError("precondition variances must be positive.")
-        return jnp.sqrt(matrix)
-    factor = jnp.linalg.cholesky(0.5 * (matrix + matrix.T))
-    if not bool(jnp.all(jnp.isfinite(factor))):
-        raise ValueError("precondition covariance must be symmetric positive definite.")
-    return factor
 
 
 def _base(options: SamplerOptions, model_args: tuple, model_kwargs: dict) -> tuple:
@@ -204,14 +141,15 @@ def _control_variate(
     mode: Array | None,
     notes: dict[str, str],
     minibatch: bool,
-) -> Array | None:
-    """The anchor (in x) or ``None``, deciding ``"auto"`` with the mode probe."""
+) -> tuple[Array | None, int | None]:
+    """(the anchor (in x) or ``None``, the mode probe's count or ``None`` where it did not
+    run), deciding ``"auto"`` with the mode probe."""
     if choice is False or choice is None:
         notes["control_variate"] = "off (control_variate=False)"
-        return None
+        return None, None
     if choice is True:
         notes["control_variate"] = "on: anchored at the mode"
-        return mode
+        return mode, None
     if not isinstance(choice, str):
         anchor = jnp.asarray(choice)
         if anchor.shape != (whitened.dim,):
@@ -219,10 +157,10 @@ def _control_variate(
                 f"control_variate anchor must have shape ({whitened.dim},); got {anchor.shape}."
             )
         notes["control_variate"] = "on: anchored at the given point"
-        return anchor
+        return anchor, None
     if not minibatch:
         notes["control_variate"] = "off: full batch (exact gradients)"
-        return None
+        return None, None
     key = jax.random.PRNGKey(PREPARE_SEED + 1)
     zero = jnp.zeros(whitened.dim, whitened.init_position.dtype)
     modes = count_modes(key, whitened, zero, jnp.ones_like(zero))
@@ -231,16 +169,31 @@ def _control_variate(
             f"off: the mode probe found {modes} separated modes, and one anchor is valid near "
             "one mode only"
         )
-        return None
+        return None, modes
     notes["control_variate"] = "on: the mode probe found one mode; anchored at it"
-    return mode
+    return mode, modes
 
 
-_PREPARED: OrderedDict = OrderedDict()
+_CACHES: dict[str, OrderedDict] = {"mode": OrderedDict(), "prepared": OrderedDict()}
 CACHE_SIZE = 4
 """Set-ups kept for reuse: every sampler built on the same model, data and shared options
-(AutoSampler's candidates, a benchmark's rows) reuses the mode, curvature, mode probe and
-compiled full-data passes instead of redoing them.  Entries hold the data alive, so few."""
+(AutoSampler's features and candidates, a benchmark's rows) reuses the mode, curvature, mode
+probe and compiled full-data passes instead of redoing them.  Entries hold the data alive,
+so few."""
+
+
+def _cached(stage: str, options: SamplerOptions, args: tuple, kwargs: dict, compute: Callable):
+    """``compute(options, args, kwargs)``, memoised by :func:`_cache_key` in ``stage``'s cache."""
+    key, cache = _cache_key(options, args, kwargs), _CACHES[stage]
+    if key is None:
+        return compute(options, args, kwargs)
+    if key not in cache:
+        # the entry keeps the keyed objects alive, so their ids cannot be reused
+        cache[key] = (compute(options, args, kwargs), (options, args, kwargs))
+        while len(cache) > CACHE_SIZE:
+            cache.popitem(last=False)
+    cache.move_to_end(key)
+    return cache[key][0]
 
 
 def _cache_key(options: SamplerOptions, model_args: tuple, model_kwargs: dict) -> tuple | None:
@@ -273,25 +226,56 @@ def prepare(
     The set-up is cached (:data:`CACHE_SIZE` entries) by the identity of the model, the data
     arrays and the shared options; only the sampler's own ``default_params`` run again.
     """
-    key = _cache_key(options, model_args, model_kwargs)
-    if key is not None and key in _PREPARED:
-        _PREPARED.move_to_end(key)
-        shared, keep_alive = _PREPARED[key]
-    else:
-        shared = _prepare_shared(options, model_args, model_kwargs)
-        if key is not None:
-            # the entry keeps the keyed objects alive, so their ids cannot be reused
-            _PREPARED[key] = (shared, (options.model, options.potential, model_args, model_kwargs))
-            while len(_PREPARED) > CACHE_SIZE:
-                _PREPARED.popitem(last=False)
+    shared = _cached("prepared", options, model_args, model_kwargs, _prepare_shared)
     potential = shared.potential
     mode = None if shared.mode is None else potential.from_model(shared.mode)
     params = spec.default_params(jax.random.PRNGKey(PREPARE_SEED + 3), potential, mode)
     return shared._replace(params=params)
 
 
-def _prepare_shared(options: SamplerOptions, model_args: tuple, model_kwargs: dict) -> Prepared:
-    """Everything of :func:`prepare` but the sampler's params (which are ``None`` here)."""
+class ModeStage(NamedTuple):
+    """Steps 1-3 of the set-up (module docstring): what AutoSampler's features read too."""
+
+    base: SubsampledPotential
+    """The model's full-batch potential in its flat unconstrained x."""
+    subsample_size: int | None
+    """The user's or the model's batch size; ``None``: automatic (step 4)."""
+    view: Any
+    """The :class:`~pplsamplers.potential.ModelView`, or ``None`` for a user potential."""
+    notes: dict[str, str]
+    mode: Array | None
+    """The mode (polished in the Laplace metric when a preconditioner is estimated)."""
+    center: Array
+    factor: Array
+    anchor: Array | None
+    """The control variate's anchor in x, or ``None`` (off)."""
+    mode_count: int | None
+    """The mode probe's count of separated optima; ``None`` where it did not run."""
+    laplace_misfit: float | None
+    """sd of the log importance weights of Laplace draws (step 2's check,
+    :func:`~pplsamplers.potential.variational.laplace_misfit`); ``None`` where no
+    preconditioner is estimated."""
+
+
+def mode_stage(options: SamplerOptions, model_args: tuple, model_kwargs: dict) -> ModeStage:
+    """Mode, posterior scale and mode probe (steps 1-3), cached like :func:`prepare`.
+
+    Every kernel's :func:`prepare` starts from it, and :class:`~pplsamplers.AutoSampler`
+    computes its features on it, so a decision followed by the chosen kernel's run finds the
+    mode, curvature and mode probe once.
+
+    Examples
+    --------
+    >>> from models import linear_gaussian
+    >>> args, kwargs = linear_gaussian.load_data(N=2000, D=2)
+    >>> stage = mode_stage(SamplerOptions(linear_gaussian.model, subsample_size=100), args, kwargs)
+    >>> stage.mode.shape, stage.mode_count, stage.anchor is stage.mode
+    ((2,), 1, True)
+    """
+    return _cached("mode", options, model_args, model_kwargs, _mode_stage)
+
+
+def _mode_stage(options: SamplerOptions, model_args: tuple, model_kwargs: dict) -> ModeStage:
     base, n, view = _base(options, model_args, model_kwargs)
     notes: dict[str, str] = {}
     dtype = base.init_position.dtype
@@ -315,7 +299,7 @@ def _prepare_shared(options: SamplerOptions, model_args: tuple, model_kwargs: di
             f" ({clipped} eigenvalues floored)" if clipped else ""
         )
     else:
-        factor = _user_factor(precondition, base.dim, dtype)
+        factor = user_factor(precondition, base.dim, dtype)
         notes["precondition"] = "the given covariance"
     if precondition is None and mode is None:
         center = jnp.zeros(base.dim, dtype)
@@ -332,7 +316,19 @@ def _prepare_shared(options: SamplerOptions, model_args: tuple, model_kwargs: di
         )
     whitened_full = with_preconditioner(base, center, factor)
     minibatch = base.N > 1 and (n is None or n < base.N)
-    anchor = _control_variate(choice, whitened_full, mode, notes, minibatch)
+    anchor, mode_count = _control_variate(choice, whitened_full, mode, notes, minibatch)
+    misfit = None
+    if mode is not None and isinstance(precondition, str):  # step 2b's check
+        misfit = laplace_check(jax.random.PRNGKey(PREPARE_SEED + 4), base, center, factor)
+    return ModeStage(base, n, view, notes, mode, center, factor, anchor, mode_count, misfit)
+
+
+def _prepare_shared(options: SamplerOptions, model_args: tuple, model_kwargs: dict) -> Prepared:
+    """Everything of :func:`prepare` but the sampler's params (which are ``None`` here)."""
+    stage = mode_stage(options, model_args, model_kwargs)
+    base, n, view, notes = stage.base, stage.subsample_size, stage.view, dict(stage.notes)
+    mode, center, factor, anchor = stage.mode, stage.center, stage.factor, stage.anchor
+    precondition, dtype = options.precondition, base.init_position.dtype
     if n is None:
         probe = base if anchor is None else with_control_variate(base, anchor)
         n, reason = suggest_batch_size(jax.random.PRNGKey(PREPARE_SEED + 2), probe, center, factor)
@@ -347,7 +343,12 @@ def _prepare_shared(options: SamplerOptions, model_args: tuple, model_kwargs: di
         batched = with_control_variate(batched, anchor)
     if mode is not None and isinstance(precondition, str):  # step 2b: a poor Laplace fit
         center, factor, fit_note = refine_laplace(
-            jax.random.PRNGKey(PREPARE_SEED + 4), batched, center, factor, exact=base
+            jax.random.PRNGKey(PREPARE_SEED + 4),
+            batched,
+            center,
+            factor,
+            exact=base,
+            misfit=stage.laplace_misfit,
         )
         notes["precondition"] += "; " + fit_note
         mode = center
@@ -433,8 +434,10 @@ def starting_point(
 
 __all__ = [
     "PRECONDITIONERS",
+    "ModeStage",
     "Prepared",
     "SamplerOptions",
+    "mode_stage",
     "model_time_averages",
     "prepare",
     "starting_point",

@@ -179,12 +179,23 @@ def fit_gaussian(
     return GaussianFit(raw["mean"], scale, fitted, laplace, finite & (fitted > laplace))
 
 
+def laplace_check(
+    rng_key: PRNGKey, potential: SubsampledPotential, center: Array, factor: Array
+) -> float:
+    """:func:`laplace_misfit` of x = ``center`` + ``factor`` ζ, with the key
+    :func:`refine_laplace` derives from ``rng_key`` (so it can be handed to it as ``misfit``)."""
+    misfit_key, _ = jax.random.split(rng_key)
+    checked = whiten(potential, center, factor)
+    return float(jax.jit(lambda key: laplace_misfit(key, checked, MISFIT_DRAWS))(misfit_key))
+
+
 def refine_laplace(
     rng_key: PRNGKey,
     potential: SubsampledPotential,
     center: Array,
     factor: Array,
     exact: SubsampledPotential | None = None,
+    misfit: float | None = None,
 ) -> tuple[Array, Array, str]:
     """The shared warmup's step: check the Laplace approximation x = ``center`` + ``factor`` ζ,
     ζ ~ N(0, I), of ``potential`` (model coordinates) and, where it is poor, replace it by the
@@ -193,7 +204,8 @@ def refine_laplace(
 
     ``exact``: the same U with cheaper full-data passes for the check (the potential before
     its control variate, whose full pass also evaluates every datum at the anchor); the fit
-    uses ``potential``'s (minibatch, control-variate) gradients.
+    uses ``potential``'s (minibatch, control-variate) gradients.  ``misfit``: the check's
+    value at (``center``, ``factor``) if already computed (:func:`laplace_check`, same key).
 
     Examples
     --------
@@ -211,7 +223,8 @@ def refine_laplace(
     def misfit_at(center: Array, factor: Array) -> Array:
         return laplace_misfit(misfit_key, whiten(checked, center, factor), MISFIT_DRAWS)
 
-    misfit = float(misfit_at(center, factor))
+    if misfit is None:
+        misfit = float(misfit_at(center, factor))
     if misfit <= MISFIT_THRESHOLD:
         return center, factor, f"Laplace approximation checked (log-weight sd {misfit:.2g} <= 1)"
     dense = factor.ndim == 2
@@ -249,6 +262,7 @@ __all__ = [
     "GaussianFit",
     "MISFIT_THRESHOLD",
     "fit_gaussian",
+    "laplace_check",
     "laplace_misfit",
     "refine_laplace",
 ]

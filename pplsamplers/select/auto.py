@@ -10,9 +10,11 @@ import numpy as np
 from numpyro.infer.mcmc import MCMCKernel
 
 from pplsamplers.cache import enable_compilation_cache
+from pplsamplers.infer.options import SHARED_OPTIONS, SamplerOptions
+from pplsamplers.infer.warmup import ModeStage, mode_stage
 from pplsamplers.potential import discrete_latent_sites, inspect
 from pplsamplers.registry import SAMPLERS, make_kernel
-from pplsamplers.select.competence import rank_candidates
+from pplsamplers.select.competence import SMALL_N, rank_candidates
 from pplsamplers.select.decision import Decision
 from pplsamplers.select.features import model_features
 from pplsamplers.select.pilot import PilotOptions, run_pilot
@@ -60,6 +62,12 @@ class AutoSampler(MCMCKernel):
     with ``strategy="pilot"``, runs a tournament of the best few on an equal data budget scored
     by ESS per epoch under a kernel-Stein-discrepancy bias guard.  The result is
     :attr:`decision`; every later call goes to the chosen kernel.
+
+    Above ``SMALL_N`` data the features are computed on the shared warmup's mode stage (mode,
+    curvature, mode probe, Laplace check) with the chosen kernel's shared options, so the
+    chosen kernel's run reuses it from the cache: the decision adds only the feature probes
+    (at N = 10⁶, d = 20 in float32 it now costs about as much as their compilation, a few
+    seconds; ``benchmarks/end_to_end.py``).
 
     NumPyro fixes the fields it records when ``MCMC.run`` starts, before ``init``: call
     ``decide(model_args, model_kwargs)`` first so that the chosen kernel's diagnostics
@@ -147,7 +155,12 @@ class AutoSampler(MCMCKernel):
             if probe_size is None and model.data_plate and model.model_subsample_size is None:
                 probe_size = default_subsample_size(model.data_size)
         features = model_features(
-            model, model_args, model_kwargs, subsample_size=probe_size, data_plate=data_plate
+            model,
+            model_args,
+            model_kwargs,
+            subsample_size=probe_size,
+            data_plate=data_plate,
+            setup=self._shared_setup(model, model_args, model_kwargs),
         )
         ranking = tuple(rank_candidates(features, self.candidates or available_candidates()))
         if not ranking:
@@ -181,6 +194,19 @@ class AutoSampler(MCMCKernel):
         if self.verbose:
             decision.print_explanation()
         return decision
+
+    def _shared_setup(self, view: Any, model_args: tuple, model_kwargs: dict) -> ModeStage | None:
+        """The shared warmup's mode stage, where a minibatch kernel may be chosen: the features
+        read its mode, curvature and mode probe, and the chosen kernel (with the same shared
+        options) finds them in the cache instead of computing them again."""
+        minibatch = any(SAMPLERS[name].minibatch for name in self.candidates or SAMPLERS)
+        info = getattr(view, "info", None)
+        if info is None or not minibatch or info.data_plate is None or info.edge_sites:
+            return None
+        if info.data_size <= SMALL_N:  # NUTS is chosen from the structure alone
+            return None
+        shared = {k: v for k, v in self.overrides.items() if k in SHARED_OPTIONS and v is not None}
+        return mode_stage(SamplerOptions(self._model, **shared), model_args, model_kwargs)
 
     def _make_delegate(self, decision: Any) -> MCMCKernel:
         overrides = dict(self.overrides)

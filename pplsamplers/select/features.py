@@ -2,7 +2,10 @@
 
 Structural features come from one trace of the model.  Probe features come from a short
 MAP fit and a handful of full-data evaluations and minibatch gradients at the MAP; their
-total cost is a few dozen epochs at most, independent of the chain length.
+total cost is a few dozen epochs at most, independent of the chain length.  Given the shared
+warmup's mode stage (:func:`~pplsamplers.infer.warmup.mode_stage`, which AutoSampler runs
+above ``SMALL_N`` data), the probes read its mode, dense curvature, mode probe and Laplace
+check instead of computing their own, and the chosen kernel finds that stage in the cache.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from pplsamplers.infer.warmup import ModeStage
 from pplsamplers.potential import (
     ModelView,
     SubsampledPotential,
@@ -24,6 +28,7 @@ from pplsamplers.potential import (
     gradient_noise_variance,
     inspect,
     make_potential,
+    with_batch_size,
 )
 from pplsamplers.potential.modes import count_modes
 from pplsamplers.types import Array, PRNGKey
@@ -101,6 +106,12 @@ class ModelFeatures(NamedTuple):
         Observed sites whose support depends on the latent values (``y ~ Uniform(0, θ)``):
         the posterior has a hard edge at the data that no minibatch sees.  The probes are
         skipped (NaN) for such models.
+    laplace_weight_sd
+        sd of the log importance weights of draws from the Laplace approximation (the shared
+        warmup's check, :func:`~pplsamplers.potential.variational.laplace_misfit`): 0 for a
+        Gaussian posterior, tens on a hierarchical model whose joint mode sits away from its
+        mass.  Unlike ``quadratic_misfit`` (eight directions at a few sds) it weighs every
+        direction at once.  NaN where AutoSampler did not run the shared warmup (N ≤ SMALL_N).
     """
 
     num_data: int
@@ -123,6 +134,7 @@ class ModelFeatures(NamedTuple):
     curvature_diagonal: Array | None = None
     gradient_noise_sd: Array | None = None
     edge_sites: tuple[str, ...] = ()
+    laplace_weight_sd: float = float("nan")
 
     def as_dict(self) -> dict[str, object]:
         """Printable (scalar) features, without the per-coordinate vectors."""
@@ -156,35 +168,78 @@ def _extreme_eigenvalues(matvec: Callable[[Array], Array], dim: int, key: PRNGKe
 
 
 def probe_features(
-    rng_key: PRNGKey, potential: SubsampledPotential, map_steps: int = 300
+    rng_key: PRNGKey,
+    potential: SubsampledPotential,
+    map_steps: int = 300,
+    *,
+    setup: ModeStage | None = None,
 ) -> dict[str, float | Array]:
-    """The probe features of :class:`ModelFeatures` for a potential (one jit-compiled probe)."""
+    """The probe features of :class:`ModelFeatures` for a potential (one jit-compiled probe).
+
+    With the shared warmup's ``setup`` (:func:`~pplsamplers.infer.warmup.mode_stage`), its
+    mode and mode-probe count are used instead of a MAP fit and a second mode probe, and its
+    dense curvature (where D ≤ 1000) instead of Hessian-vector products: the curvature
+    features are then exact eigenvalues rather than power iterations.
+    """
     map_key, probe_key, mode_key = jax.random.split(rng_key, 3)
-    x_map = find_map(map_key, potential, num_steps=map_steps).position
-    values = jax.jit(lambda key, x: _probe_arrays(key, potential, x))(probe_key, x_map)
+    if setup is not None and setup.mode is not None:
+        x_map = setup.mode
+    else:
+        x_map = find_map(map_key, potential, num_steps=map_steps).position
+    hessian = None
+    if setup is not None and setup.mode is not None and setup.factor.ndim == 2:
+        # L Lᵀ = H⁻¹ (floored) from the shared warmup's full-data Hessian: H = L⁻ᵀ L⁻¹
+        eye = jnp.eye(setup.factor.shape[0], dtype=setup.factor.dtype)
+        inverse = jax.scipy.linalg.solve_triangular(setup.factor, eye, lower=True)
+        hessian = inverse.T @ inverse
+    values = jax.jit(lambda key, x, h: _probe_arrays(key, potential, x, h))(
+        probe_key, x_map, hessian
+    )
     vectors = ("curvature_diagonal", "gradient_noise_sd")
     out = {name: float(value) for name, value in values.items() if name not in vectors}
     out.update({name: values[name] for name in vectors})
     out["map_position"] = x_map
-    out["mode_count"] = count_modes(mode_key, potential, x_map, values["curvature_diagonal"])
+    if setup is not None and setup.laplace_misfit is not None:
+        out["laplace_weight_sd"] = setup.laplace_misfit
+    if setup is not None and setup.mode_count is not None:
+        out["mode_count"] = setup.mode_count
+    else:
+        out["mode_count"] = count_modes(mode_key, potential, x_map, values["curvature_diagonal"])
     return out
 
 
-def _probe_arrays(key: PRNGKey, potential: SubsampledPotential, x_map: Array) -> dict[str, Array]:
+def _curvature_probes(hessian: Array) -> tuple[Array, Array, Array]:
+    """(diag H, condition number of the correlation matrix, λ_max) of a dense Hessian."""
+    diag = jnp.abs(jnp.diagonal(hessian))
+    inv_sqrt = 1.0 / jnp.sqrt(jnp.maximum(diag, jnp.finfo(hessian.dtype).tiny))
+    eigenvalues = jnp.linalg.eigvalsh(inv_sqrt[:, None] * hessian * inv_sqrt[None, :])
+    largest, smallest = eigenvalues[-1], eigenvalues[0]
+    condition = jnp.where(smallest > 1e-9 * largest, largest / smallest, 1e9)
+    return diag, condition, jnp.linalg.eigvalsh(hessian)[-1]
+
+
+def _probe_arrays(
+    key: PRNGKey, potential: SubsampledPotential, x_map: Array, hessian: Array | None = None
+) -> dict[str, Array]:
     diag_key, eig_key, noise_key, dir_key = jax.random.split(key, 4)
     dtype = x_map.dtype
     grad = lambda x: potential.full_value_and_grad(x)[1]
     hvp = lambda v: jax.jvp(grad, (x_map,), (v,))[1]
-    diag = jnp.abs(_hessian_diagonal(hvp, potential.dim, diag_key, dtype))
+    if hessian is not None:  # the shared warmup's dense curvature: no data pass
+        diag, correlation_condition, top_curvature = _curvature_probes(hessian)
+        hvp = lambda v: hessian @ v
+    else:
+        diag = jnp.abs(_hessian_diagonal(hvp, potential.dim, diag_key, dtype))
     tiny = jnp.finfo(dtype).tiny
     diag = jnp.maximum(diag, 1e-12 * jnp.max(diag) + tiny)
     inv_sqrt = 1.0 / jnp.sqrt(diag)
-    largest, smallest = _extreme_eigenvalues(
-        lambda v: inv_sqrt * hvp(inv_sqrt * v), potential.dim, eig_key, dtype
-    )
-    correlation_condition = jnp.where(smallest > 1e-9 * largest, largest / smallest, 1e9)
-    start = jax.random.normal(eig_key, (potential.dim,), dtype)
-    top_curvature = _power_iteration(hvp, start / jnp.linalg.norm(start))
+    if hessian is None:
+        largest, smallest = _extreme_eigenvalues(
+            lambda v: inv_sqrt * hvp(inv_sqrt * v), potential.dim, eig_key, dtype
+        )
+        correlation_condition = jnp.where(smallest > 1e-9 * largest, largest / smallest, 1e9)
+        start = jax.random.normal(eig_key, (potential.dim,), dtype)
+        top_curvature = _power_iteration(hvp, start / jnp.linalg.norm(start))
 
     if potential.full_batch:
         noise_ratio = kurtosis = jnp.zeros((), dtype)
@@ -253,6 +308,7 @@ def model_features(
     data_plate: str | None = None,
     rng_key: PRNGKey | None = None,
     probe: bool = True,
+    setup: ModeStage | None = None,
 ) -> ModelFeatures:
     """Compute :class:`ModelFeatures` for a NumPyro model and its data.
 
@@ -260,6 +316,8 @@ def model_features(
     :func:`~pplsamplers.potential.inspect` (which carries the arguments and data plate, so
     the model is not traced again).  ``probe=False`` skips the MAP-based probes (their
     fields are NaN).  Models with discrete latent sites get only their structural features.
+    ``setup``, the shared warmup's :class:`~pplsamplers.infer.warmup.ModeStage` for this
+    model and data, lends its full-data potential, mode and mode-probe count to the probes.
 
     Examples
     --------
@@ -267,7 +325,7 @@ def model_features(
     >>> from models import linear_gaussian
     >>> args, kwargs = linear_gaussian.load_data(N=200, D=2)
     >>> f = model_features(linear_gaussian.model, args, kwargs, subsample_size=20)
-    >>> f.dim, f.num_data, f.quadratic_misfit < 1e-6
+    >>> f.dim, f.num_data, f.quadratic_misfit < 1e-3  # a Gaussian (float32 rounding)
     (2, 200, True)
     """
     if not isinstance(model, ModelView):
@@ -299,7 +357,11 @@ def model_features(
             edge_sites=tuple(info.edge_sites),
             **structural,
         )
-    potential = make_potential(view, subsample_size=subsample_size)
+    if setup is not None:
+        batch = subsample_size or info.model_subsample_size or setup.base.N
+        potential = with_batch_size(setup.base, min(batch, setup.base.N))
+    else:
+        potential = make_potential(view, subsample_size=subsample_size)
     key = jax.random.PRNGKey(0) if rng_key is None else rng_key
     features = _without_probes(
         num_data=potential.N,
@@ -308,7 +370,9 @@ def model_features(
         cost_ratio=potential.n / potential.N,
         **structural,
     )
-    return features._replace(**probe_features(key, potential)) if probe else features
+    if not probe:
+        return features
+    return features._replace(**probe_features(key, potential, setup=setup))
 
 
 def laplace_starts(rng_key: PRNGKey, features: ModelFeatures, num_chains: int) -> Array | None:

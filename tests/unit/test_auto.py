@@ -56,6 +56,27 @@ def test_pilot_runs_candidates_and_respects_the_guard():
     assert "ESS/epoch" in decision.explain()
 
 
+def test_decision_and_chosen_kernel_share_one_warmup(monkeypatch):
+    """Above SMALL_N the features read the shared warmup's mode stage, and the chosen kernel's
+    own set-up finds it in the cache: the mode, curvature and mode probe are computed once
+    for the decision and the run (issue 15: the decision's cost)."""
+    import pplsamplers.infer.warmup as warmup
+
+    calls = []
+    inner = warmup._mode_stage
+    monkeypatch.setattr(warmup, "_mode_stage", lambda *a: calls.append(1) or inner(*a))
+    (X, y), _ = logistic_regression.load_data(N=6000, d=3, seed=3)
+    sampler = AutoSampler(logistic_regression.model)
+    decision = sampler.decide((X, y), {})
+    assert decision.kernel != "nuts" and len(calls) == 1
+    mcmc = MCMC(sampler, num_warmup=20, num_samples=20, progress_bar=False)
+    mcmc.run(jax.random.key(0), X, y)
+    assert len(calls) == 1  # the run's prepare reused the decision's mode stage
+    stage = warmup.mode_stage(warmup.SamplerOptions(logistic_regression.model), (X, y), {})
+    np.testing.assert_array_equal(decision.features.map_position, stage.mode)
+    assert decision.features.mode_count == stage.mode_count == 1
+
+
 def test_default_subsample_size_and_bad_strategy():
     assert [default_subsample_size(n) for n in (50, 5_000, 50_000, 10**7)] == [50, 100, 500, 1000]
     with pytest.raises(ValueError, match="strategy"):

@@ -11,6 +11,7 @@ import pytest
 
 from models import linear_gaussian, logistic_regression
 from pplsamplers.diagnostics import kernel_stein_discrepancy
+from pplsamplers.infer.warmup import SamplerOptions, mode_stage
 from pplsamplers.select import ModelFeatures, model_features, rank_candidates
 from pplsamplers.select import competence as C
 
@@ -88,6 +89,30 @@ def test_correlated_design_is_flagged():
     assert f.correlation_condition > C.STRONG_CORRELATION
 
 
+def test_features_on_the_shared_warmup_match_the_probes_of_their_own():
+    """With the shared warmup's mode stage (what AutoSampler passes above SMALL_N), the
+    features reuse its mode, mode probe and dense curvature instead of their own MAP fit,
+    mode probe and Hessian-vector products; on a correlated, badly scaled posterior the
+    features agree (the curvature ones are exact eigenvalues there, power iterations here)."""
+    (X, y), kwargs = logistic_regression.load_data(N=4000, d=4, seed=1)
+    X = X * jnp.array([30.0, 1.0, 1.0, 0.05]) + 0.9 * X[:, :1]  # scales and correlations
+    args = (X, y)
+    stage = mode_stage(SamplerOptions(logistic_regression.model), args, kwargs)
+    assert stage.factor.shape == (4, 4) and stage.mode_count == 1
+    own = model_features(logistic_regression.model, args, kwargs, subsample_size=100)
+    shared = model_features(
+        logistic_regression.model, args, kwargs, subsample_size=100, setup=stage
+    )
+    np.testing.assert_allclose(shared.map_position, own.map_position, atol=1e-4)
+    for name in ("curvature_spread", "correlation_condition", "max_curvature"):
+        np.testing.assert_allclose(getattr(shared, name), getattr(own, name), rtol=1e-3)
+    np.testing.assert_allclose(shared.curvature_diagonal, own.curvature_diagonal, rtol=1e-4)
+    for name in ("quadratic_misfit", "skewness", "tail_growth"):
+        np.testing.assert_allclose(getattr(shared, name), getattr(own, name), atol=1e-3)
+    assert shared.mode_count == own.mode_count == 1
+    assert shared.correlation_condition > 10  # the design is correlated indeed
+
+
 def test_ill_conditioned_design_yields_large_spread():
     well = logistic_regression.load_data(N=4000, d=4, seed=1)
     args, kwargs = well
@@ -140,6 +165,17 @@ def _features(**changes):
         (dict(quadratic_misfit=3.0, correlation_condition=500.0), "sbps", "non-Gaussian"),
         (dict(curvature_spread=1e3, quadratic_misfit=0.3), "psbps", "rescales"),
         (dict(dim=304, quadratic_misfit=1.8, num_data=10_000), "nuts", "hierarchical"),
+        # locally quadratic at the polished joint mode, but Laplace draws weigh badly
+        (
+            dict(dim=304, quadratic_misfit=0.22, laplace_weight_sd=41.0, num_data=10_000),
+            "nuts",
+            "hierarchical",
+        ),
+        (
+            dict(dim=304, quadratic_misfit=0.22, laplace_weight_sd=0.5, num_data=10_000),
+            "boomerang",
+            "non-Gaussian",
+        ),
         # the same posterior at N = 10⁶: NUTS is not affordable, the minibatch kernels rank
         (dict(dim=304, quadratic_misfit=1.8, num_data=10**6), "sbps", "non-Gaussian"),
         (dict(dim=20, quadratic_misfit=1.8, num_data=10_000), "sbps", "non-Gaussian"),

@@ -1,0 +1,89 @@
+"""The options every sampler takes (DESIGN §7), validated once at construction."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+from numpyro.infer import init_to_uniform
+
+from pplsamplers.potential import SubsampledPotential
+from pplsamplers.types import Array
+
+PRECONDITIONERS = ("auto", "dense", "diag")
+SHARED_OPTIONS = (
+    "subsample_size",
+    "data_plate",
+    "control_variate",
+    "precondition",
+    "init_strategy",
+)
+"""The options of :class:`SamplerOptions` that a model's sampler takes (all but ``model`` and
+``potential``): AutoSampler passes the user's to its features and to the chosen kernel."""
+
+
+def _is_positive_int(value: Any) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool) and value > 0
+
+
+@dataclass(frozen=True)
+class SamplerOptions:
+    """The options every sampler takes, validated once at construction (DESIGN §7)."""
+
+    model: Callable | None
+    subsample_size: int | None = None
+    data_plate: str | None = None
+    potential: SubsampledPotential | None = None
+    control_variate: bool | str | Array = "auto"
+    precondition: str | Array | None = "auto"
+    init_strategy: Callable | None = init_to_uniform
+
+    def __post_init__(self) -> None:
+        if self.model is None and self.potential is None:
+            raise ValueError("give a NumPyro `model` or a ready `potential`.")
+        if self.subsample_size is not None and not _is_positive_int(self.subsample_size):
+            raise ValueError(
+                f"subsample_size must be a positive integer; got {self.subsample_size!r}."
+            )
+        choice = self.control_variate
+        if isinstance(choice, str) and choice != "auto":
+            raise ValueError(
+                f"control_variate must be 'auto', True, False or an anchor array; got {choice!r}."
+            )
+        precondition = self.precondition
+        if isinstance(precondition, str) and precondition not in PRECONDITIONERS:
+            raise ValueError(
+                f"precondition must be one of {PRECONDITIONERS}, None, or a covariance matrix "
+                f"or variance vector; got {precondition!r}."
+            )
+        if precondition is not None and not isinstance(precondition, str):
+            matrix = np.asarray(precondition, dtype=float)
+            if matrix.ndim not in (1, 2) or not np.all(np.isfinite(matrix)):
+                raise ValueError(
+                    "precondition must be a finite (D,) variance vector or (D, D) covariance "
+                    f"matrix; got shape {matrix.shape}."
+                )
+
+
+def user_factor(precondition: Any, dim: int, dtype: Any) -> Array:
+    """L with L Lᵀ = the user's covariance (``(D, D)``) or variances (``(D,)``)."""
+    matrix = jnp.asarray(precondition, dtype)
+    if matrix.shape not in ((dim,), (dim, dim)):
+        raise ValueError(
+            f"precondition has shape {matrix.shape}; the model has {dim} unconstrained "
+            f"dimensions, so give ({dim},) variances or a ({dim}, {dim}) covariance."
+        )
+    if matrix.ndim == 1:
+        if not bool(jnp.all(matrix > 0)):
+            raise ValueError("precondition variances must be positive.")
+        return jnp.sqrt(matrix)
+    factor = jnp.linalg.cholesky(0.5 * (matrix + matrix.T))
+    if not bool(jnp.all(jnp.isfinite(factor))):
+        raise ValueError("precondition covariance must be symmetric positive definite.")
+    return factor
+
+
+__all__ = ["PRECONDITIONERS", "SHARED_OPTIONS", "SamplerOptions", "user_factor"]
