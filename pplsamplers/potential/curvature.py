@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from pplsamplers.potential.map import cached_jit
+from pplsamplers.potential.map import MAX_DENSE_DIM, cached_jit
 from pplsamplers.potential.precondition import with_preconditioner
 from pplsamplers.potential.subsampled import SubsampledPotential
 from pplsamplers.types import Array, PRNGKey
@@ -151,7 +151,7 @@ def posterior_scale(
     kind: Literal["auto", "dense", "diag"] = "auto",
     *,
     method: Literal["auto", "hessian", "fisher"] = "auto",
-    max_dense_dim: int = 1000,
+    max_dense_dim: int = MAX_DENSE_DIM,
     rel_floor: float = 1e-8,
     batch_size: int = 64,
 ) -> tuple[Array, dict]:

@@ -22,6 +22,10 @@ from pplsamplers.types import Array, PRNGKey
 
 _CACHE: OrderedDict = OrderedDict()
 _CACHE_SIZE = 8
+MAX_DENSE_DIM = 1000
+"""Up to this many dimensions the posterior scale is a dense matrix, beyond it a diagonal
+(:func:`~pplsamplers.potential.posterior_scale`); :func:`find_map` without ``scale`` runs on
+the identity of that form, so that the polish with the estimated scale reuses its program."""
 
 
 def cached_jit(potential: SubsampledPotential, config: Hashable, build: Callable) -> Callable:
@@ -95,9 +99,7 @@ class MapResult(NamedTuple):
     num_iterations: Array = 0
 
 
-def _affine(x0: Array, scale: Array | None):
-    if scale is None:
-        return lambda z: x0 + z
+def _affine(x0: Array, scale: Array):
     if scale.ndim == 1:
         return lambda z: x0 + scale * z
     return lambda z: x0 + scale @ z
@@ -121,7 +123,7 @@ def _build(potential: SubsampledPotential, config: tuple) -> Callable:
     adam = optax.adam(optax.cosine_decay_schedule(learning_rate, max(num_steps, 1), alpha=0.01))
     lbfgs = optax.lbfgs()
 
-    def run(key: PRNGKey, x0: Array, scale: Array | None) -> MapResult:
+    def run(key: PRNGKey, x0: Array, scale: Array, exact_metric: Array) -> MapResult:
         to_x = _affine(x0, scale)
         value = lambda z: full_value(to_x(z))  # z: x = x0 + L z (L = I without scale)
         z0 = jnp.zeros_like(x0)
@@ -158,9 +160,9 @@ def _build(potential: SubsampledPotential, config: tuple) -> Callable:
             steps = optax.tree_utils.tree_get(state, "num_linesearch_steps")
             rate = optax.tree_utils.tree_get(state, "learning_rate")
             # Newton decrement at z: -g·d with d = updates / rate ≈ -H⁻¹ g
-            decrement = jnp.sqrt(jnp.maximum(-(g @ updates) / jnp.maximum(rate, 1e-30), 0.0))
-            if scale is not None:  # the exact metric: ‖Lᵀ∇U‖ at the new point
-                decrement = jnp.linalg.norm(g_new)
+            newton = jnp.sqrt(jnp.maximum(-(g @ updates) / jnp.maximum(rate, 1e-30), 0.0))
+            # with the user's scale L, the exact metric: ‖Lᵀ∇U‖ at the new point
+            decrement = jnp.where(exact_metric, jnp.linalg.norm(g_new), newton)
             slack = 64 * jnp.finfo(v.dtype).eps * (1.0 + jnp.abs(v))  # rounding of U
             ok = jnp.isfinite(v_new) & jnp.all(jnp.isfinite(z_new)) & (v_new <= v + slack)
             stalled = ~ok | (rate == 0)
@@ -175,9 +177,8 @@ def _build(potential: SubsampledPotential, config: tuple) -> Callable:
         converged = (decrement >= 0) & (decrement <= tol)
         decrement = jnp.where(decrement < 0, -decrement - 1.0, decrement)
         x = to_x(z)
-        if scale is not None:  # the model-coordinate gradient: one more pass
-            v, g = potential.full_value_and_grad(x)
-            passes = passes + 1
+        v, g = potential.full_value_and_grad(x)  # the model-coordinate gradient: one more pass
+        passes = passes + 1
         evals = evals + passes.astype(x0.dtype) * pass_cost
         return MapResult(x, v, jnp.linalg.norm(g), converged, decrement, evals, iterations)
 
@@ -212,8 +213,10 @@ def find_map(
     η ≈ ±200 computes ``log(σ(a) − σ(b)) = -inf`` a step away, so the line search stalls),
     where the origin (β = 0) does not.  Every value-and-gradient is one data pass
     (:func:`full_value_with_grad`), and the program is compiled once per potential and
-    configuration (:func:`cached_jit`).  It is traceable: it can be vmapped over keys and
-    initial points.
+    configuration (:func:`cached_jit`), with or without ``scale`` (without it the search runs
+    on the identity in the form of the posterior scale, :data:`MAX_DENSE_DIM`, so the shared
+    warmup's polish reuses its first search's program).  It is traceable: it can be vmapped
+    over keys and initial points.
 
     Parameters
     ----------
@@ -259,20 +262,22 @@ def find_map(
         tol = 1e-6 if jnp.asarray(x0).dtype == jnp.float64 else 1e-3
     if not tol > 0:
         raise ValueError(f"tol must be positive; got {tol}.")
-    if scale is not None:
-        scale = jnp.asarray(scale, jnp.asarray(x0).dtype)
-        if scale.shape not in ((potential.dim,), (potential.dim, potential.dim)):
-            raise ValueError(
-                f"scale must have shape ({potential.dim},) or (D, D); got {scale.shape}."
-            )
+    dtype, dim = jnp.asarray(x0).dtype, potential.dim
+    exact_metric = scale is not None
+    if scale is None:  # the identity, in the form the polish's scale will take
+        scale = jnp.eye(dim, dtype=dtype) if dim <= MAX_DENSE_DIM else jnp.ones(dim, dtype)
+    scale = jnp.asarray(scale, dtype)
+    if scale.shape not in ((dim,), (dim, dim)):
+        raise ValueError(f"scale must have shape ({dim},) or (D, D); got {scale.shape}.")
     config = (int(num_steps), float(learning_rate), int(polish_steps), float(tol))
     runner = cached_jit(potential, ("find_map", config), lambda: _build(potential, config))
-    result = runner(rng_key, x0, scale)
+    result = runner(rng_key, x0, scale, jnp.asarray(exact_metric))
     eager = not isinstance(result.converged, jax.core.Tracer)
     if init_position is None and eager and not bool(result.converged):
         # the model's own start stalled: once more from the origin, same compiled program
-        result = _better(result, runner(rng_key, jnp.zeros_like(x0), scale))
+        origin = runner(rng_key, jnp.zeros_like(x0), scale, jnp.asarray(exact_metric))
+        result = _better(result, origin)
     return result
 
 
-__all__ = ["MapResult", "cached_jit", "find_map", "full_value_with_grad"]
+__all__ = ["MAX_DENSE_DIM", "MapResult", "cached_jit", "find_map", "full_value_with_grad"]
