@@ -35,10 +35,11 @@ not the seconds):
 * ``prepare`` (once per data set, Python driving compiled calls; since commit 952206d only
   a one-datum trace of it runs the model op by op: a run lowers about a hundred programs,
   not six hundred):
-  ``inspect`` and ``make_potential`` (tracing the model, one validation pass), ``find_map`` twice (the
-  L-BFGS search, then the polish in the Laplace metric; each call compiles its own closure),
+  ``inspect`` and ``make_potential`` (tracing the model, one validation pass), ``find_map``
+  twice (the L-BFGS search, then the polish in the Laplace metric: one compiled program),
   ``posterior_scale`` (the Hessian from full-data passes), ``count_modes`` (the mode probe
-  for ``control_variate="auto"``), ``suggest_batch_size`` (the gradient-noise probe), and
+  for ``control_variate="auto"``; its subset's rows are read in sorted order),
+  ``suggest_batch_size`` (the gradient-noise probe), and
   the Laplace check of ``refine_laplace`` (16 vmapped full-data passes: about 0.9 s of
   compilation and 0.09 s of running at N = 10⁶, untimed here; a Gaussian variational fit
   follows only where the check fails, as on hierarchical models);
@@ -46,7 +47,11 @@ not the seconds):
   (warmup and sampling in one program); a user who calls ``mcmc.warmup`` then ``mcmc.run``
   pays a second compile of the same loop with another length;
 * the draws: sampling itself, then NumPyro's vectorised ``postprocess_fn`` (one more
-  compile).
+  compile);
+* AutoSampler (``--profile auto``): above 5000 data its features run on the shared warmup's
+  mode stage (``pplsamplers.infer.warmup.mode_stage``: mode, curvature, mode probe, Laplace
+  check), which the chosen kernel then finds in the cache, so the decision adds only the
+  features' probes (one compiled program) to the chosen kernel's cold start.
 The listener of ``jax.monitoring`` sums trace, lowering and backend-compile seconds; with
 ``--profile`` every XLA compile longer than 50 ms is listed (``jax.log_compiles``).
 
