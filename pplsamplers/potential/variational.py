@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from pplsamplers.potential.map import cached_jit
 from pplsamplers.potential.precondition import whiten, with_preconditioner
 from pplsamplers.potential.subsampled import SubsampledPotential
 from pplsamplers.types import Array, PRNGKey
@@ -185,8 +186,20 @@ def laplace_check(
     """:func:`laplace_misfit` of x = ``center`` + ``factor`` ζ, with the key
     :func:`refine_laplace` derives from ``rng_key`` (so it can be handed to it as ``misfit``)."""
     misfit_key, _ = jax.random.split(rng_key)
-    checked = whiten(potential, center, factor)
-    return float(jax.jit(lambda key: laplace_misfit(key, checked, MISFIT_DRAWS))(misfit_key))
+    return float(_misfit_runner(potential)(misfit_key, center, factor))
+
+
+def _misfit_runner(potential: SubsampledPotential):
+    """``(key, center, factor) -> laplace_misfit`` of the whitened ``potential``, compiled once
+    per potential (:func:`~pplsamplers.potential.map.cached_jit`): the shared warmup's check
+    and :func:`refine_laplace`'s check after a fit run the same program."""
+
+    def build():
+        return lambda key, center, factor: laplace_misfit(
+            key, whiten(potential, center, factor), MISFIT_DRAWS
+        )
+
+    return cached_jit(potential, ("laplace_misfit", MISFIT_DRAWS), build)
 
 
 def refine_laplace(
@@ -217,11 +230,8 @@ def refine_laplace(
     True
     """
     misfit_key, fit_key = jax.random.split(rng_key)
-    checked = potential if exact is None else exact
-
-    @jax.jit  # one program for the check before the fit and after it (center, factor traced)
-    def misfit_at(center: Array, factor: Array) -> Array:
-        return laplace_misfit(misfit_key, whiten(checked, center, factor), MISFIT_DRAWS)
+    runner = _misfit_runner(potential if exact is None else exact)
+    misfit_at = lambda center, factor: runner(misfit_key, center, factor)  # one program
 
     if misfit is None:
         misfit = float(misfit_at(center, factor))

@@ -186,14 +186,10 @@ def probe_features(
         x_map = setup.mode
     else:
         x_map = find_map(map_key, potential, num_steps=map_steps).position
-    hessian = None
-    if setup is not None and setup.mode is not None and setup.factor.ndim == 2:
-        # L Lᵀ = H⁻¹ (floored) from the shared warmup's full-data Hessian: H = L⁻ᵀ L⁻¹
-        eye = jnp.eye(setup.factor.shape[0], dtype=setup.factor.dtype)
-        inverse = jax.scipy.linalg.solve_triangular(setup.factor, eye, lower=True)
-        hessian = inverse.T @ inverse
-    values = jax.jit(lambda key, x, h: _probe_arrays(key, potential, x, h))(
-        probe_key, x_map, hessian
+    dense = setup is not None and setup.mode is not None and setup.factor.ndim == 2
+    factor = setup.factor if dense else None  # L Lᵀ = H⁻¹ (floored), the warmup's Hessian
+    values = jax.jit(lambda key, x, f: _probe_arrays(key, potential, x, f))(
+        probe_key, x_map, factor
     )
     vectors = ("curvature_diagonal", "gradient_noise_sd")
     out = {name: float(value) for name, value in values.items() if name not in vectors}
@@ -219,13 +215,16 @@ def _curvature_probes(hessian: Array) -> tuple[Array, Array, Array]:
 
 
 def _probe_arrays(
-    key: PRNGKey, potential: SubsampledPotential, x_map: Array, hessian: Array | None = None
+    key: PRNGKey, potential: SubsampledPotential, x_map: Array, factor: Array | None = None
 ) -> dict[str, Array]:
     diag_key, eig_key, noise_key, dir_key = jax.random.split(key, 4)
     dtype = x_map.dtype
     grad = lambda x: potential.full_value_and_grad(x)[1]
     hvp = lambda v: jax.jvp(grad, (x_map,), (v,))[1]
-    if hessian is not None:  # the shared warmup's dense curvature: no data pass
+    if factor is not None:  # the shared warmup's dense curvature, H = L⁻ᵀ L⁻¹: no data pass
+        eye = jnp.eye(factor.shape[0], dtype=factor.dtype)
+        inverse = jax.scipy.linalg.solve_triangular(factor, eye, lower=True)
+        hessian = inverse.T @ inverse
         diag, correlation_condition, top_curvature = _curvature_probes(hessian)
         hvp = lambda v: hessian @ v
     else:
@@ -233,7 +232,7 @@ def _probe_arrays(
     tiny = jnp.finfo(dtype).tiny
     diag = jnp.maximum(diag, 1e-12 * jnp.max(diag) + tiny)
     inv_sqrt = 1.0 / jnp.sqrt(diag)
-    if hessian is None:
+    if factor is None:
         largest, smallest = _extreme_eigenvalues(
             lambda v: inv_sqrt * hvp(inv_sqrt * v), potential.dim, eig_key, dtype
         )
