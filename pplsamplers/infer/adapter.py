@@ -35,7 +35,6 @@ from pplsamplers.infer.spec import DIVERGENT_JUMP, KernelSpec, WarmupWindow
 from pplsamplers.infer.warmup import (
     Prepared,
     SamplerOptions,
-    model_time_averages,
     prepare,
     starting_point,
 )
@@ -87,6 +86,24 @@ def _finite(tree: Any) -> Array:
         if jnp.issubdtype(jnp.result_type(leaf), jnp.inexact)
     ]
     return jnp.all(jnp.stack(leaves)) if leaves else jnp.asarray(True)
+
+
+def model_time_averages(info: Any, center: Array, factor: Array) -> Any:
+    """A PDMP's exact interval averages of z and z² (SBPS eq. 19) mapped to x = c + L z.
+
+    The mean maps exactly.  The average of x² needs the interval's cross moments of z when L
+    is dense, which the kernels do not keep, so it is NaN then (diagonal L maps exactly).
+    """
+    if not hasattr(info, "time_average"):
+        return info
+    mean_z, square_z = info.time_average, info.time_average_sq
+    if factor.ndim == 1:
+        mean_x = center + factor * mean_z
+        square_x = center**2 + 2 * center * factor * mean_z + factor**2 * square_z
+    else:
+        mean_x = center + factor @ mean_z
+        square_x = jnp.full_like(mean_x, jnp.nan)
+    return info._replace(time_average=mean_x, time_average_sq=square_x)
 
 
 class SubsampledKernel(MCMCKernel):

@@ -15,7 +15,10 @@ into the potential the kernel runs on,
    (:func:`~pplsamplers.potential.modes.count_modes`) finds one mode; off, with the reason,
    otherwise;
 4. **batch size** (``None``): from the gradient-noise probe and a cost model
-   (:func:`~pplsamplers.potential.suggest_batch_size`), reported;
+   (:func:`~pplsamplers.potential.suggest_batch_size`), reported; each minibatch is a
+   contiguous block of the data rows, shuffled once before anything else
+   (:func:`~pplsamplers.potential.shuffle.shuffled_view`; random rows where the per-datum
+   arguments cannot be told apart or the data are split over devices);
 5. **whitening**: the kernel samples z with x = x* + L z
    (:func:`~pplsamplers.potential.with_preconditioner`), where the posterior has about unit
    scale, so each kernel's unit-scale defaults and warmup targets hold on any problem;
@@ -56,6 +59,8 @@ from pplsamplers.potential import (
     with_preconditioner,
 )
 from pplsamplers.potential.modes import count_modes
+from pplsamplers.potential.shuffle import shuffled_view
+from pplsamplers.potential.subsampled import with_contiguous_blocks
 from pplsamplers.potential.variational import laplace_check, refine_laplace
 from pplsamplers.types import Array, PRNGKey
 
@@ -92,11 +97,13 @@ class Prepared(NamedTuple):
 
 
 def _base(options: SamplerOptions, model_args: tuple, model_kwargs: dict) -> tuple:
-    """(full-batch potential, n from the model or the user, view or None)."""
+    """(full-batch potential, n from the model or the user, view or None, how minibatches
+    read the rows)."""
     if options.potential is not None:
         potential = options.potential
         n = options.subsample_size or (potential.n if potential.n < potential.N else None)
-        return with_batch_size(potential, potential.N), n, None
+        rows = "random rows (a given potential)"
+        return with_batch_size(potential, potential.N), n, None, rows
     view = inspect(
         options.model,
         model_args,
@@ -106,14 +113,17 @@ def _base(options: SamplerOptions, model_args: tuple, model_kwargs: dict) -> tup
     )
     if view.info.edge_sites:
         raise edge_error(view.info.edge_sites, "a minibatch sampler")
-    potential = make_potential(view)  # validates the data (one pass over N)
+    shuffled, rows_note = shuffled_view(view, jax.random.PRNGKey(PREPARE_SEED + 5))
+    potential = make_potential(shuffled or view)  # validates the data (one pass over N)
+    if shuffled is not None:
+        potential = with_contiguous_blocks(potential)
     n = options.subsample_size or view.info.model_subsample_size
     if n is not None and not 0 < n <= potential.N:
         raise ValueError(
             f"subsample_size must satisfy 0 < subsample_size <= N = {potential.N} (the size of "
             f"plate '{view.info.data_plate}'); got {n}."
         )
-    return with_batch_size(potential, potential.N), n, view
+    return with_batch_size(potential, potential.N), n, view, rows_note
 
 
 def _mode(potential: SubsampledPotential, notes: dict[str, str]) -> Array:
@@ -276,8 +286,8 @@ def mode_stage(options: SamplerOptions, model_args: tuple, model_kwargs: dict) -
 
 
 def _mode_stage(options: SamplerOptions, model_args: tuple, model_kwargs: dict) -> ModeStage:
-    base, n, view = _base(options, model_args, model_kwargs)
-    notes: dict[str, str] = {}
+    base, n, view, rows = _base(options, model_args, model_kwargs)
+    notes: dict[str, str] = {"minibatch_rows": rows}
     dtype = base.init_position.dtype
     precondition, choice = options.precondition, options.control_variate
     needs_mode = (
@@ -378,24 +388,6 @@ def _prepare_shared(options: SamplerOptions, model_args: tuple, model_kwargs: di
     )
 
 
-def model_time_averages(info: Any, center: Array, factor: Array) -> Any:
-    """A PDMP's exact interval averages of z and z² (SBPS eq. 19) mapped to x = c + L z.
-
-    The mean maps exactly.  The average of x² needs the interval's cross moments of z when L
-    is dense, which the kernels do not keep, so it is NaN then (diagonal L maps exactly).
-    """
-    if not hasattr(info, "time_average"):
-        return info
-    mean_z, square_z = info.time_average, info.time_average_sq
-    if factor.ndim == 1:
-        mean_x = center + factor * mean_z
-        square_x = center**2 + 2 * center * factor * mean_z + factor**2 * square_z
-    else:
-        mean_x = center + factor @ mean_z
-        square_x = jnp.full_like(mean_x, jnp.nan)
-    return info._replace(time_average=mean_x, time_average_sq=square_x)
-
-
 def starting_point(
     rng_key: PRNGKey, init_params: Any, prepared: Prepared, spec: KernelSpec
 ) -> Array:
@@ -438,7 +430,6 @@ __all__ = [
     "Prepared",
     "SamplerOptions",
     "mode_stage",
-    "model_time_averages",
     "prepare",
     "starting_point",
 ]

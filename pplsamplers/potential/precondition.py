@@ -180,6 +180,7 @@ def whiten(
         chunk_size=base.chunk_size,
         anchor=None if base.anchor is None else to_z(jnp.asarray(base.anchor, dtype)),
         draw_init=draw_init,
+        contiguous=base.contiguous,
     )
     unconstrain = None if base.unconstrain is None else (lambda d: to_z(base.unconstrain(d)))
     return new._replace(

@@ -1,0 +1,75 @@
+"""Minibatches as contiguous blocks of rows shuffled once (issue 15, the per-proposal cost)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+
+from models import logistic_regression
+from pplsamplers import SBPS
+from pplsamplers.potential import build_potential, inspect, make_potential
+from pplsamplers.potential.shuffle import shuffled_view
+from pplsamplers.potential.subsampled import with_contiguous_blocks
+
+
+def test_contiguous_blocks_are_unbiased_whatever_the_order():
+    """Every row is in exactly n of the N wrapped blocks, so the block estimate averaged over
+    the N starts is the full potential exactly, even for sorted data."""
+    N, n = 13, 5
+    data = jnp.sort(jax.random.normal(jax.random.key(0), (N,))) * 3.0  # sorted: worst order
+    terms = lambda x, idx: (0.5 * x @ x, 0.5 * (x[0] - data[idx]) ** 2)
+    pot = build_potential(terms, dim=1, N=N, n=n, init_position=jnp.zeros(1), contiguous=True)
+    x = jnp.array([0.7])
+    starts = [(s + jnp.arange(n)) % N for s in range(N)]
+    average = np.mean([float(pot.value(x, idx)) for idx in starts])
+    np.testing.assert_allclose(average, float(pot.full_value_and_grad(x)[0]), rtol=1e-12)
+    for key in jax.random.split(jax.random.key(1), 20):  # what sample_indices draws
+        idx = np.asarray(pot.sample_indices(key))
+        assert idx.shape == (n,) and np.all(np.diff(idx) % N == 1)
+    assert with_contiguous_blocks(pot._replace(contiguous=False)).contiguous
+
+
+def test_shuffled_view_moves_rows_together_and_keeps_the_potential():
+    (X, y), kwargs = logistic_regression.load_data(N=500, d=3, seed=0)
+    view = inspect(logistic_regression.model, (X, y), kwargs)
+    shuffled, note = shuffled_view(view, jax.random.key(0))
+    assert shuffled is not None and "2 arguments with N = 500 rows shuffled" in note
+    Xs, ys = shuffled.model_args
+    assert not np.array_equal(Xs, X)
+    pairs = lambda A, b: {tuple(row) for row in np.column_stack([np.asarray(A), np.asarray(b)])}
+    rows, moved = pairs(X, y), pairs(Xs, ys)
+    assert rows == moved  # every (x_i, y_i) pair kept together
+    x = jax.random.normal(jax.random.key(2), (3,))
+    u, g = make_potential(view, subsample_size=50).full_value_and_grad(x)
+    u_s, g_s = make_potential(shuffled, subsample_size=50).full_value_and_grad(x)
+    np.testing.assert_allclose(u_s, u, rtol=1e-10)
+    np.testing.assert_allclose(g_s, g, rtol=1e-9, atol=1e-9)
+
+
+def trend_model(t, y):
+    """``t`` has N entries but is read in order in a global term: not per-datum."""
+    w = numpyro.sample("w", dist.Normal(0.0, 1.0))
+    numpyro.factor("trend", -0.5 * jnp.sum(jnp.arange(t.shape[0]) * t) * w**2 / t.shape[0])
+    with numpyro.plate("data", y.shape[0], subsample_size=20) as idx:
+        numpyro.sample("y", dist.Normal(w, 1.0), obs=y[idx])
+
+
+def test_an_argument_with_n_rows_that_is_not_per_datum_keeps_random_rows():
+    t = jnp.linspace(0.0, 1.0, 200)
+    y = jnp.ones(200)
+    shuffled, note = shuffled_view(inspect(trend_model, (t, y), {}), jax.random.key(0))
+    assert shuffled is None and "not per-datum" in note
+    kernel = SBPS(trend_model, subsample_size=20)
+    kernel.init(jax.random.key(1), 10, None, (t, y), {})
+    assert not kernel.potential.contiguous
+    assert kernel.prepared.notes["minibatch_rows"].startswith("random rows")
+
+
+def test_the_shared_warmup_shuffles_once_and_draws_blocks():
+    (X, y), kwargs = logistic_regression.load_data(N=2000, d=3, seed=1)
+    kernel = SBPS(logistic_regression.model, subsample_size=100)
+    kernel.init(jax.random.key(0), 10, None, (X, y), kwargs)
+    assert kernel.potential.contiguous
+    assert "shuffled once" in kernel.prepared.notes["minibatch_rows"]
+    assert kernel.prepared.model_potential.contiguous  # the full-batch base: same rows
