@@ -126,7 +126,8 @@ def _base(options: SamplerOptions, model_args: tuple, model_kwargs: dict) -> tup
     return with_batch_size(potential, potential.N), n, view, rows_note
 
 
-def _mode(potential: SubsampledPotential, notes: dict[str, str]) -> Array:
+def _mode(potential: SubsampledPotential, notes: dict[str, str]) -> tuple[Array, bool]:
+    """(the L-BFGS search's end point, whether it converged), noted in ``notes["mode"]``."""
     result = find_map(jax.random.PRNGKey(PREPARE_SEED), potential)
     converged = bool(result.converged)
     notes["mode"] = (
@@ -134,15 +135,18 @@ def _mode(potential: SubsampledPotential, notes: dict[str, str]) -> Array:
         f"{float(result.scaled_grad_norm):.2g} posterior sd after "
         f"{int(result.num_iterations)} L-BFGS iterations"
     )
-    if not converged:
-        warnings.warn(
-            f"pplsamplers: the mode search did not converge ({notes['mode']}); the "
-            "preconditioner and control variate are built there anyway. Check the model for a "
-            "flat or unbounded direction (an improper posterior), or pass precondition=None "
-            "and control_variate=False.",
-            stacklevel=4,
-        )
-    return result.position
+    return result.position, converged
+
+
+def _warn_unconverged(notes: dict[str, str]) -> None:
+    """One warning line when the mode (after its polish, where one ran) is not converged."""
+    warnings.warn(
+        f"pplsamplers: the mode search did not converge ({notes['mode']}); the "
+        "preconditioner and control variate are built there anyway. Check the model for a "
+        "flat or unbounded direction (an improper posterior), or pass precondition=None "
+        "and control_variate=False.",
+        stacklevel=4,
+    )
 
 
 def _control_variate(
@@ -296,7 +300,7 @@ def _mode_stage(options: SamplerOptions, model_args: tuple, model_kwargs: dict) 
         or (isinstance(choice, str) and n != base.N)
         or n is None
     )
-    mode = _mode(base, notes) if needs_mode else None
+    mode, converged = _mode(base, notes) if needs_mode else (None, True)
     center = mode if mode is not None else jnp.zeros(base.dim, dtype)
     if precondition is None:
         factor = jnp.ones(base.dim, dtype)
@@ -319,11 +323,17 @@ def _mode_stage(options: SamplerOptions, model_args: tuple, model_kwargs: dict) 
         factor = jnp.linalg.cholesky(factor @ factor.T)  # same metric, triangular: traceable
     if mode is not None and isinstance(precondition, str):
         # an exact convergence test in posterior sds, and a polish: a few passes
+        # (what decides convergence: a search that stalled in the raw metric but whose
+        # polish meets the tolerance has found the mode)
         polished = find_map(jax.random.PRNGKey(PREPARE_SEED), base, mode, scale=factor)
         mode = center = polished.position
+        converged = bool(polished.converged)
         notes["mode"] += (
             f"; polished in the Laplace metric to {float(polished.scaled_grad_norm):.2g} sd"
+            f" ({'converged' if converged else 'NOT converged'})"
         )
+    if not converged:
+        _warn_unconverged(notes)
     whitened_full = with_preconditioner(base, center, factor)
     minibatch = base.N > 1 and (n is None or n < base.N)
     anchor, mode_count = _control_variate(choice, whitened_full, mode, notes, minibatch)
