@@ -177,17 +177,26 @@ def probe(
     return value, potential.noise_variance(per_example), jnp.abs(curvature), idx
 
 
-def preconditioner(square_avg: Array, eps: float) -> Array:
-    """A_ii = (1/(√a_i + ε)) / mean_j (1/(√a_j + ε)) (eq. 17–18, RMSprop convention).
+def preconditioner(square_avg: Array, eps: float, max_ratio: float = jnp.inf) -> Array:
+    """A_ii = (1/(√a_i + ε)) / mean_j (1/(√a_j + ε)) (eq. 17–18, RMSprop convention),
+    each A_ii then kept within a factor ``max_ratio`` of that mean and renormalised to mean 1.
+
+    The cap exists because pplsamplers runs pSBPS in the shared warmup's whitened
+    coordinates, where every posterior sd is about 1 already: RMSprop's gradient moments
+    estimate the inverse scale only for a Gaussian, and where the posterior is far from one
+    (a hierarchical funnel) they spread over a factor 30 and undo the whitening.
 
     Examples
     --------
     >>> import jax.numpy as jnp
     >>> preconditioner(jnp.array([4.0, 1.0]), 0.0)  # 1/2 and 1, normalised to mean 1
     Array([0.6666667, 1.3333334], dtype=float32)
+    >>> preconditioner(jnp.array([1e4, 1.0, 1.0]), 0.0, max_ratio=3.0)  # 0.03 of the mean -> 1/3
+    Array([0.3013493, 1.3493252, 1.3493252], dtype=float32)
     """
     inverse = 1.0 / (jnp.sqrt(square_avg) + eps)
-    scale = inverse / jnp.mean(inverse)
+    scale = jnp.clip(inverse / jnp.mean(inverse), 1.0 / max_ratio, max_ratio)
+    scale = scale / jnp.mean(scale)
     return jnp.where(jnp.all(square_avg == 0), jnp.ones_like(square_avg), scale)
 
 

@@ -234,6 +234,25 @@ def test_psbps_warmup_adapts_the_preconditioner_and_the_interval(logreg_potentia
     np.testing.assert_allclose(tuned.sample_interval, 10.0 * state.mean_proposal_time)
 
 
+def test_psbps_preconditioner_is_capped_relative_to_its_mean():
+    """Within the cap A is RMSprop's eq. 17–18 normalised to mean 1; a coordinate whose
+    gradients are 100x larger is held at 1/max_ratio of the others' level, and mean 1 holds."""
+    square_avg = jnp.array([1e4, 1.0, 4.0, 1.0])
+    free = sbps.preconditioner(square_avg, 0.0)
+    inverse = 1.0 / jnp.sqrt(square_avg)
+    np.testing.assert_allclose(free, inverse / inverse.mean(), rtol=1e-6)
+    capped = sbps.preconditioner(square_avg, 0.0, max_ratio=3.0)
+    np.testing.assert_allclose(capped.mean(), 1.0, rtol=1e-6)
+    assert float(capped.max() / capped.min()) <= 9.0 + 1e-5
+    assert float(free.max() / free.min()) > 90.0
+    mild = jnp.array([1.0, 1.5, 2.0])  # spread within the cap: unchanged
+    np.testing.assert_allclose(
+        sbps.preconditioner(mild, 0.0, 3.0), sbps.preconditioner(mild, 0.0), rtol=1e-6
+    )
+    with pytest.raises(ValueError, match="max_scale_ratio must be >= 1"):
+        SBPSConfig.create(max_scale_ratio=0.5)
+
+
 @pytest.mark.parametrize(
     "kwargs, name",
     [
