@@ -35,7 +35,8 @@ not the seconds):
 * ``prepare`` (once per data set, Python driving compiled calls; since commit 952206d only
   a one-datum trace of it runs the model op by op: a run lowers about a hundred programs,
   not six hundred):
-  ``inspect`` and ``make_potential`` (tracing the model, one validation pass), ``find_map``
+  ``inspect``, ``shuffled_view`` (one permutation of the per-datum arrays, checked at two
+  points) and ``make_potential`` (tracing the model, one validation pass), ``find_map``
   twice (the L-BFGS search, then the polish in the Laplace metric: one compiled program),
   ``posterior_scale`` (the Hessian from full-data passes), ``count_modes`` (the mode probe
   for ``control_variate="auto"``; its subset's rows are read in sorted order),
@@ -56,8 +57,10 @@ The listener of ``jax.monitoring`` sums trace, lowering and backend-compile seco
 ``--profile`` every XLA compile longer than 50 ms is listed (``jax.log_compiles``).
 
 Block versus gather (``--micro``): seconds per minibatch gradient at N = 1e6, d = 20, float32
-for a random gather (``randint`` rows, the package's scheme) and a contiguous block of
-pre-shuffled rows (``dynamic_slice`` at a uniform start, wrapping circularly).  The block is
+for a random gather (``randint`` rows, the package's scheme before the shared warmup shuffled
+the rows) and a contiguous block of pre-shuffled rows (``dynamic_slice`` at a uniform start,
+wrapping circularly; the package now draws such blocks through the model's own gather,
+``pplsamplers.potential.shuffle``).  The block is
 unbiased conditionally on the one shuffle: with the rows permuted once and the start drawn
 uniformly on {0, ..., N − 1} with wrap-around (or on the N / n aligned blocks), every row is
 in the block with probability exactly n / N, so (N / n) Σ_block f_i has expectation Σ f_i for
@@ -237,7 +240,15 @@ def _steady(mcmc, args, kwargs, num_samples, evals_of, fields):
     compiled = jax.jit(loop).lower(state, args, kwargs).compile()
     started = time.perf_counter()
     draws, extra = jax.block_until_ready(compiled(state, args, kwargs))
-    return time.perf_counter() - started, draws, float(evals_of(extra).sum())
+    return time.perf_counter() - started, draws, _total_evals(evals_of, extra)
+
+
+def _total_evals(evals_of, extra) -> float:
+    """Σ data evaluations, in float64: N · num_steps summed over draws overflows int32."""
+    import numpy as np
+
+    as_float = {k: np.asarray(v, np.float64) for k, v in extra.items()}
+    return float(np.sum(evals_of(as_float)))
 
 
 def _min_ess(draws) -> float:
@@ -290,7 +301,7 @@ def worker(cfg: dict) -> dict:
     wall = time.perf_counter() - started
     compile_s = {k: v - before.get(k, 0) for k, v in totals.items()}
     samples = np.asarray(samples, np.float64)
-    sampling_evals = float(np.asarray(evals_of(extra)).sum())
+    sampling_evals = _total_evals(evals_of, extra)
     evals = sampling_evals * (1 + warmup / draws)
     potential = getattr(getattr(kernel, "delegate", None) or kernel, "potential", None)
     n = int(potential.n) if potential is not None and hasattr(potential, "n") else None
