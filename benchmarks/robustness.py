@@ -30,6 +30,7 @@ Examples
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import sys
 from pathlib import Path
@@ -79,18 +80,23 @@ def format_cell(cell: Cell) -> str:
 
 
 def parse_option(text: str) -> tuple[str, object]:
-    """``"step_size=0.25"`` → ``("step_size", 0.25)`` (the value as JSON, else a string).
+    """``"step_size=0.25"`` → ``("step_size", 0.25)`` (the value as JSON or a Python literal,
+    else a string: ``False`` must not reach a kernel as the truthy string ``"False"``).
 
     >>> parse_option("step_size=0.25"), parse_option("variant=vanilla")
     (('step_size', 0.25), ('variant', 'vanilla'))
+    >>> parse_option("clamp_negative_slopes=False"), parse_option("k=false")
+    (('clamp_negative_slopes', False), ('k', False))
     """
     name, sep, value = text.partition("=")
     if not sep or not name:
         raise SystemExit(f"--option must be NAME=VALUE; got {text!r}.")
-    try:
-        return name, json.loads(value)
-    except json.JSONDecodeError:
-        return name, value
+    for parse in (json.loads, ast.literal_eval):
+        try:
+            return name, parse(value)
+        except (ValueError, SyntaxError):  # json.JSONDecodeError is a ValueError
+            continue
+    return name, value
 
 
 def main(argv: list[str] | None = None) -> None:

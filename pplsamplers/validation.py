@@ -16,6 +16,7 @@ ValueError: step_size must be a finite positive number; got -1.0.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -80,6 +81,30 @@ def positive_array(name: str, value: Any, dim: int | None = None) -> np.ndarray:
     return array
 
 
+def switches(options: Any) -> None:
+    """Every option of ``options`` (a dataclass or a NamedTuple) whose default is ``True`` or
+    ``False`` must be given a bool: the string ``"False"`` (from a command line or a config
+    file) would otherwise switch the option on.
+
+    >>> from typing import NamedTuple
+    >>> class Options(NamedTuple):
+    ...     clamp: bool = True
+    >>> switches(Options(False))
+    >>> switches(Options("False"))
+    Traceback (most recent call last):
+    ...
+    ValueError: clamp must be True or False; got 'False'.
+    """
+    if dataclasses.is_dataclass(options):
+        defaults = {f.name: f.default for f in dataclasses.fields(options)}
+    else:
+        defaults = getattr(options, "_field_defaults", {})
+    for name, default in defaults.items():
+        value = getattr(options, name)
+        if isinstance(default, bool) and not isinstance(value, bool | np.bool_):
+            raise ValueError(f"{name} must be True or False; got {value!r}.")
+
+
 __all__ = [
     "at_least",
     "in_interval",
@@ -88,4 +113,5 @@ __all__ = [
     "positive",
     "positive_array",
     "positive_int",
+    "switches",
 ]

@@ -51,6 +51,7 @@ class HAMCMCConfig:
     sgld_step_size: float | None = None
 
     def __post_init__(self) -> None:
+        validation.switches(self)
         validation.positive("step_size", self.step_size)
         # M ≥ 2: the pairs then exclude θ_(t−M)
         validation.at_least(
@@ -72,6 +73,7 @@ class SGRLDConfig:
     factorize_each_step: bool = False
 
     def __post_init__(self) -> None:
+        validation.switches(self)
         validation.positive("step_size", self.step_size)
         if self.metric is not None:
             spd_matrix("metric", self.metric)
@@ -257,7 +259,7 @@ class SGRLD(SubsampledKernel):
         control_variate: bool | str | Array = "auto",
         **options: Any,
     ) -> None:
-        self.config = SGRLDConfig(step_size, metric, schedule, bool(factorize_each_step))
+        self.config = SGRLDConfig(step_size, metric, schedule, factorize_each_step)
         spec = sgrld_spec(self.config)
         super().__init__(model, spec, control_variate=control_variate, **options)
 

@@ -54,6 +54,7 @@ class PDMPConfig:
     noise_margin: float | None = None
 
     def __post_init__(self) -> None:
+        validation.switches(self)
         validation.positive("refresh_rate", self.refresh_rate, allow_zero=True)
         validation.positive("target_evals_per_sample", self.target_evals_per_sample)
         for name in ("sample_interval", "t_init", "max_extrapolation"):

@@ -62,6 +62,8 @@ class SBPSConfig:
 
     def __post_init__(self) -> None:
         kernel = self.kernel
+        validation.switches(self)
+        validation.switches(kernel)
         for name in ("k", "relative_dt", "auxiliary_horizon"):
             validation.positive(name, getattr(kernel, name))
         for name in ("target_proposals", "rmsprop_eps", "preconditioner_tolerance"):

@@ -33,6 +33,7 @@ class SGBDConfig:
     adapt_step_size: bool = False
 
     def __post_init__(self) -> None:
+        validation.switches(self)
         if not (isinstance(self.step_size, str) and self.step_size == "auto"):
             validation.positive_array("step_size", self.step_size)
         validation.one_of("variant", self.variant, sgbd.VARIANTS)
@@ -181,7 +182,7 @@ class SGBD(SubsampledKernel):
         control_variate: bool | str | Array = "auto",
         **options: Any,
     ) -> None:
-        self.config = SGBDConfig(step_size, variant, noise_decay, bool(adapt_step_size))
+        self.config = SGBDConfig(step_size, variant, noise_decay, adapt_step_size)
         spec = sgbd_spec(self.config)
         super().__init__(model, spec, control_variate=control_variate, **options)
 

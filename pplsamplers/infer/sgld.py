@@ -33,6 +33,7 @@ class SGLDConfig:
     rmsprop_eps: float = 1e-5
 
     def __post_init__(self) -> None:
+        validation.switches(self)
         if self.step_size != "auto":
             validation.positive("step_size", self.step_size)
         validation.in_interval("rmsprop_decay", self.rmsprop_decay, 0.0, 1.0)

@@ -94,6 +94,27 @@ def test_invalid_step_size(step):
         SGLD(logistic_regression.model, step_size=step)
 
 
+@pytest.mark.parametrize(
+    "sampler, option",
+    [
+        ("SBPS", "clamp_negative_slopes"),
+        ("SBPS", "start_at_anchor"),
+        ("BPS", "init_at_map"),
+        ("SGLD", "preconditioned"),
+        ("SGBD", "adapt_step_size"),
+        ("SGRLD", "factorize_each_step"),
+    ],
+)
+def test_a_switch_given_a_string_names_the_option(sampler, option):
+    """'False' from a command line or a config file is a truthy string: refused, named."""
+    import pplsamplers
+
+    kernel = getattr(pplsamplers, sampler)
+    kernel(linear_gaussian.model, **{option: False})  # a real bool is accepted
+    with pytest.raises(ValueError, match=f"{option} must be True or False; got 'False'"):
+        kernel(linear_gaussian.model, **{option: "False"})
+
+
 def test_invalid_start_names_the_site():
     with pytest.raises(RuntimeError, match="observed site 'y'"):
         make_potential(bad_start_model, (X, Y))
