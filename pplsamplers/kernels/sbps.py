@@ -96,6 +96,9 @@ class SBPSState(NamedTuple):
     pending: Array
     """An observation due at the next iteration with dt = 0: 1 auxiliary (Supp. E),
     2 re-observation after A changed, 0 none."""
+    misfit: Array
+    """Running mean of the band line's relative lack of fit
+    (:func:`~pplsamplers.pdmp.regression.excess_error`), added to its predictive variance."""
 
 
 def init(
@@ -157,6 +160,7 @@ def init(
         num_bounces=izero,
         square_avg=jnp.zeros_like(position),
         pending=izero,
+        misfit=zero,
     )
 
 

@@ -135,6 +135,7 @@ def fitted(state: Any, options: SBPSOptions) -> regression.RegressionFit:
         state.last_noise,
         relative_noise_floor=options.relative_noise_floor,
         clamp_negative_slope=options.clamp_negative_slopes,
+        relative_misfit=state.misfit,
     )
 
 
@@ -284,6 +285,12 @@ def update_state(
     )
     mean_time = state.mean_proposal_time
     count = jnp.minimum(state.num_averaged + 1, options.averaging_window)
+    # the lack of fit of the line that planned this step, at the observations along it (a
+    # refreshment or re-observation starts a new line and says nothing about the old one)
+    judged = is_proposal | gap | (kind == AUXILIARY)
+    excess = regression.excess_error(
+        plan.line, state.observations, state.time + dt + obs.ahead, obs.value, obs.noise
+    )
     gap_time = state.time_since_proposal + dt
     fresh_minibatch = observes & (kind != AUXILIARY)
     pending = jnp.where(
@@ -311,6 +318,7 @@ def update_state(
         num_averaged=jnp.where(is_proposal, count, state.num_averaged),
         pending=pending.astype(state.pending.dtype),
         num_bounces=state.num_bounces + accept.astype(state.num_bounces.dtype),
+        misfit=jnp.where(judged, state.misfit + (excess - state.misfit) / count, state.misfit),
     )
     if options.preconditioned:  # RMSprop average of the bounce gradients, read by warmup
         beta = options.rmsprop_decay

@@ -22,6 +22,22 @@ size ring buffer (the ``size`` most recent since the last bounce; older ones are
 A full-batch potential has c² = 0; every cᵢ² is then floored at
 ``(relative_noise_floor)² · mean_i G̃ᵢ²`` so that the fit stays defined and the band keeps a
 margin of order k·relative_noise_floor·|G̃| (the exact-BPS reference mode uses a large k).
+
+Lack of fit.  Eq. 9 assumes G(t) linear over the segment.  Where it is not (any non-Gaussian
+posterior: for U = Σ x⁴/4, G(t) is cubic in t), the band's extrapolation falls below the true
+rate however small the noise, and the thinning misses bounces (with exact gradients, k then
+widens the band only through the noise floor).  ``relative_misfit`` m puts the observed lack
+of fit into the predictive variance, ρ²(t) = x Σ xᵀ + max(c_m², m · mean_i G̃ᵢ²): m is a
+running mean of the squared prediction errors of the band's line at the observations that
+follow it, less the variance the model already predicts, relative to the segment's mean G̃²
+(:func:`excess_error`; kept by the SBPS state).  The maximum, not a sum: a minibatch's noise
+margin k c_m already covers a lack of fit of its own size, so on a minibatch potential the
+band (and SBPS's cost) is unchanged unless the misfit exceeds the noise (measured: on the
+end-to-end logistic regression at N = 10⁵ the same ESS, 1051 against 1055, where a sum
+halved it), while with exact gradients the misfit alone sets the margin.  On U = Σ x⁴/4 with
+exact gradients it cut the bound violations from 18 % of proposals to 0.2 % and the error of
+E[x²] from +78 % to 1.4 % (``tests/statistical/test_sbps.py``).  Where G is linear, m ≤ 0
+and nothing changes.
 """
 
 from __future__ import annotations
@@ -124,6 +140,7 @@ def fit(
     *,
     relative_noise_floor: float = 1e-2,
     clamp_negative_slope: bool = True,
+    relative_misfit: Array = 0.0,
 ) -> RegressionFit:
     """Posterior of (β₀, β₁) given the buffered observations (SBPS eq. 9–12).
 
@@ -141,6 +158,9 @@ def fit(
     clamp_negative_slope
         Alg. 2's optional step: a negative β̂₁ is replaced by max(μ, 0), with the line kept
         through the weighted centroid (β̂₀ "updated accordingly").
+    relative_misfit
+        m, the learned lack of fit (module docstring): the predictive noise variance is
+        max(c_m² + floor, max(m, 0) · mean_i G̃ᵢ²).
 
     Examples
     --------
@@ -156,7 +176,7 @@ def fit(
     valid = jnp.arange(size) < jnp.minimum(buffer.count, size)
     dtype = buffer.times.dtype
     tiny = jnp.sqrt(jnp.finfo(dtype).tiny)
-    scale_sq = jnp.sum(jnp.where(valid, buffer.values**2, 0.0)) / jnp.maximum(jnp.sum(valid), 1)
+    scale_sq = mean_square(buffer)
     floor = relative_noise_floor**2 * scale_sq + tiny
     weights = jnp.where(valid, 1.0 / (buffer.noise + floor), 0.0)
     total = jnp.sum(weights)
@@ -178,9 +198,39 @@ def fit(
         raw_slope=raw_slope,
         var_mean=1.0 / total,
         var_slope=1.0 / precision,
-        noise_var=last_noise + floor,
+        noise_var=jnp.maximum(last_noise + floor, jnp.maximum(relative_misfit, 0.0) * scale_sq),
         count=buffer.count,
     )
+
+
+def mean_square(buffer: ObservationBuffer) -> Array:
+    """mean_i G̃ᵢ² over the buffered observations (the scale of the relative terms)."""
+    size = buffer.times.shape[0]
+    valid = jnp.arange(size) < jnp.minimum(buffer.count, size)
+    return jnp.sum(jnp.where(valid, buffer.values**2, 0.0)) / jnp.maximum(jnp.sum(valid), 1)
+
+
+def excess_error(
+    fit: RegressionFit, buffer: ObservationBuffer, t: Array, value: Array, noise: Array
+) -> Array:
+    """One sample of the lack of fit: (G̃ − mean(t))² less the variance the model predicts
+    for it (the line's x Σ xᵀ and the new observation's c²), relative to mean_i G̃ᵢ² of the
+    ``buffer`` the line was fitted to.  Its running mean is ``relative_misfit``; it is ≈ 0 on
+    average where G(t) is linear (then only noise separates G̃ from the line).
+
+    Examples
+    --------
+    A line fitted to G = t² at t = 0 and 1 (through 0 and 1) misses t = 3 by 9 − 3 = 6:
+
+    >>> buf = buffer_add(buffer_reset(buffer_init(4), 0.0, 0.0, 0.0), 1.0, 1.0, 0.0)
+    >>> f = fit(buf, 0.0, 1e9, 0.0, relative_noise_floor=1e-4)
+    >>> round(float(excess_error(f, buf, 3.0, 9.0, 0.0)), 2)  # 6² / mean(0², 1²) = 72
+    72.0
+    """
+    line_var = fit.var_mean + fit.var_slope * (t - fit.center) ** 2
+    residual = value - predictive_mean(fit, t)
+    tiny = jnp.sqrt(jnp.finfo(jnp.result_type(value, float)).tiny)
+    return (residual**2 - line_var - noise) / (mean_square(buffer) + tiny)
 
 
 def predictive_mean(fit: RegressionFit, t: Array) -> Array:
@@ -234,6 +284,8 @@ def slope_prior_step(
 
 
 __all__ = [
+    "excess_error",
+    "mean_square",
     "ObservationBuffer",
     "RegressionFit",
     "buffer_add",

@@ -30,6 +30,33 @@ def _buffer(times=TIMES, values=VALUES, noise=NOISE, size=8):
     return buf
 
 
+def test_band_noise_is_the_larger_of_the_minibatch_noise_and_the_lack_of_fit():
+    """ρ² = x Σ xᵀ + max(c_m², m · mean G̃²): a misfit within the noise changes nothing, a
+    larger one sets the margin, a negative one (noise explains every error) is ignored; the
+    line itself does not move."""
+    buf, last_noise = _buffer(), 0.4
+    scale = float(regression.mean_square(buf))
+    np.testing.assert_allclose(scale, np.mean(VALUES**2))
+    base = regression.fit(buf, 0.0, 1e6, last_noise, relative_noise_floor=0.0)
+    for misfit, expected in [(-1.0, 0.4), (0.5 * 0.4 / scale, 0.4), (10 * 0.4 / scale, 4.0)]:
+        fit = regression.fit(
+            buf, 0.0, 1e6, last_noise, relative_noise_floor=0.0, relative_misfit=misfit
+        )
+        np.testing.assert_allclose(fit.noise_var, expected, rtol=1e-10)
+        np.testing.assert_allclose(fit.slope, base.slope)
+        np.testing.assert_allclose(fit.mean_at_center, base.mean_at_center)
+
+
+def test_excess_error_is_zero_on_average_for_a_linear_rate_with_noise():
+    """G = 1 + 2t (the line known: exact buffered values), a new observation with noise c²:
+    the excess (G̃ − mean)² − xΣxᵀ − c² averages 0, so a linear rate learns no misfit."""
+    buf = _buffer(values=1.0 + 2.0 * TIMES, noise=np.full(5, 1e-8))
+    fit = regression.fit(buf, 0.0, 1e6, 0.25, relative_noise_floor=0.0)
+    noisy = 1.0 + 2.0 * 2.0 + 0.5 * jax.random.normal(jax.random.key(0), (20000,))
+    excess = jax.vmap(lambda g: regression.excess_error(fit, buf, 2.0, g, 0.25))(noisy)
+    assert abs(float(excess.mean())) < 4 * float(excess.std()) / np.sqrt(excess.size)
+
+
 def test_regression_posterior_matches_closed_form():
     """β ~ posterior of G = β₀ + β₁ t + ε, ε ~ N(0, c²), β₁ ~ N(μ, σ²), β₀ flat."""
     mu, var, last_noise = 1.5, 4.0, NOISE[-1]
