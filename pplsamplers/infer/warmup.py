@@ -17,8 +17,8 @@ into the potential the kernel runs on,
 4. **batch size** (``None``): from the gradient-noise probe and a cost model
    (:func:`~pplsamplers.potential.suggest_batch_size`), reported; each minibatch is a
    contiguous block of the data rows, shuffled once before anything else
-   (:func:`~pplsamplers.potential.shuffle.shuffled_view`; random rows where the per-datum
-   arguments cannot be told apart or the data are split over devices);
+   (:func:`~pplsamplers.potential.shuffle.shuffled_view`; random rows where an argument
+   with N rows is not per-datum; sharded data are shuffled in place);
 5. **whitening**: the kernel samples z with x = x* + L z
    (:func:`~pplsamplers.potential.with_preconditioner`), where the posterior has about unit
    scale, so each kernel's unit-scale defaults and warmup targets hold on any problem;
@@ -54,6 +54,7 @@ from pplsamplers.potential import (
     make_potential,
     posterior_scale,
     suggest_batch_size,
+    validate_data,
     with_batch_size,
     with_control_variate,
     with_preconditioner,
@@ -113,8 +114,9 @@ def _base(options: SamplerOptions, model_args: tuple, model_kwargs: dict) -> tup
     )
     if view.info.edge_sites:
         raise edge_error(view.info.edge_sites, "a minibatch sampler")
+    validate_data(view)  # one pass over N, before the shuffle: errors name the user's rows
     shuffled, rows_note = shuffled_view(view, jax.random.PRNGKey(PREPARE_SEED + 5))
-    potential = make_potential(shuffled or view)  # validates the data (one pass over N)
+    potential = make_potential(shuffled or view, check_data=False)
     if shuffled is not None:
         potential = with_contiguous_blocks(potential)
     n = options.subsample_size or view.info.model_subsample_size

@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
+import pytest
 
 from models import logistic_regression
 from pplsamplers import SBPS
@@ -73,3 +74,22 @@ def test_the_shared_warmup_shuffles_once_and_draws_blocks():
     assert kernel.potential.contiguous
     assert "shuffled once" in kernel.prepared.notes["minibatch_rows"]
     assert kernel.prepared.model_potential.contiguous  # the full-batch base: same rows
+
+
+def test_bad_data_are_named_in_the_users_row_order_before_any_shuffle(monkeypatch):
+    """The shared warmup validates the user's arrays, then shuffles: an error names the row
+    the user sees (1234), never its position in the kernel's shuffled copy, and the shuffle
+    never runs on data that fail the check."""
+    from pplsamplers.infer import warmup
+
+    calls = []
+    monkeypatch.setattr(
+        warmup, "shuffled_view", lambda *a: calls.append("shuffled") or shuffled_view(*a)
+    )
+    (X, y), kwargs = logistic_regression.load_data(N=2000, d=3, seed=2)
+    X = jnp.asarray(X).at[1234, 1].set(jnp.nan)
+    with pytest.raises(ValueError, match=r"row 1234"):
+        SBPS(logistic_regression.model, subsample_size=100).init(
+            jax.random.key(0), 10, None, (X, y), kwargs
+        )
+    assert calls == []
