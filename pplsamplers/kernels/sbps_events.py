@@ -288,9 +288,7 @@ def update_state(
     # the lack of fit of the line that planned this step, at the observations along it (a
     # refreshment or re-observation starts a new line and says nothing about the old one)
     judged = is_proposal | gap | (kind == AUXILIARY)
-    excess = regression.excess_error(
-        plan.line, state.observations, state.time + dt + obs.ahead, obs.value, obs.noise
-    )
+    excess = regression.excess_error(plan.line, state.time + dt + obs.ahead, obs.value, obs.noise)
     gap_time = state.time_since_proposal + dt
     fresh_minibatch = observes & (kind != AUXILIARY)
     pending = jnp.where(

@@ -80,6 +80,8 @@ class RegressionFit(NamedTuple):
     """1/(S + 1/σ²), posterior variance of β₁."""
     noise_var: Array
     """c_m², the noise variance of the last minibatch (extrapolated, eq. 12)."""
+    scale_sq: Array
+    """mean_i G̃ᵢ² of the buffer the line was fitted to (the scale of the relative terms)."""
     count: Array
 
 
@@ -199,6 +201,7 @@ def fit(
         var_mean=1.0 / total,
         var_slope=1.0 / precision,
         noise_var=jnp.maximum(last_noise + floor, jnp.maximum(relative_misfit, 0.0) * scale_sq),
+        scale_sq=scale_sq,
         count=buffer.count,
     )
 
@@ -210,12 +213,10 @@ def mean_square(buffer: ObservationBuffer) -> Array:
     return jnp.sum(jnp.where(valid, buffer.values**2, 0.0)) / jnp.maximum(jnp.sum(valid), 1)
 
 
-def excess_error(
-    fit: RegressionFit, buffer: ObservationBuffer, t: Array, value: Array, noise: Array
-) -> Array:
+def excess_error(fit: RegressionFit, t: Array, value: Array, noise: Array) -> Array:
     """One sample of the lack of fit: (G̃ − mean(t))² less the variance the model predicts
     for it (the line's x Σ xᵀ and the new observation's c²), relative to mean_i G̃ᵢ² of the
-    ``buffer`` the line was fitted to.  Its running mean is ``relative_misfit``; it is ≈ 0 on
+    buffer the line was fitted to (``fit.scale_sq``).  Its running mean is ``relative_misfit``; it is ≈ 0 on
     average where G(t) is linear (then only noise separates G̃ from the line).
 
     Examples
@@ -224,13 +225,12 @@ def excess_error(
 
     >>> buf = buffer_add(buffer_reset(buffer_init(4), 0.0, 0.0, 0.0), 1.0, 1.0, 0.0)
     >>> f = fit(buf, 0.0, 1e9, 0.0, relative_noise_floor=1e-4)
-    >>> round(float(excess_error(f, buf, 3.0, 9.0, 0.0)), 2)  # 6² / mean(0², 1²) = 72
+    >>> round(float(excess_error(f, 3.0, 9.0, 0.0)), 2)  # 6² / mean(0², 1²) = 72
     72.0
     """
-    line_var = fit.var_mean + fit.var_slope * (t - fit.center) ** 2
     residual = value - predictive_mean(fit, t)
     tiny = jnp.sqrt(jnp.finfo(jnp.result_type(value, float)).tiny)
-    return (residual**2 - line_var - noise) / (mean_square(buffer) + tiny)
+    return (residual**2 - line_var(fit, t) - noise) / (fit.scale_sq + tiny)
 
 
 def predictive_mean(fit: RegressionFit, t: Array) -> Array:
@@ -238,9 +238,14 @@ def predictive_mean(fit: RegressionFit, t: Array) -> Array:
     return fit.mean_at_center + fit.slope * (t - fit.center)
 
 
+def line_var(fit: RegressionFit, t: Array) -> Array:
+    """x Σ xᵀ, the posterior variance of the line at t (eq. 12 without the noise)."""
+    return fit.var_mean + fit.var_slope * (t - fit.center) ** 2
+
+
 def predictive_var(fit: RegressionFit, t: Array) -> Array:
     """ρ²(t) = x Σ xᵀ + c_m² (eq. 12)."""
-    return fit.var_mean + fit.var_slope * (t - fit.center) ** 2 + fit.noise_var
+    return line_var(fit, t) + fit.noise_var
 
 
 def upper_band(fit: RegressionFit, t: Array, k: float) -> Array:
@@ -285,6 +290,7 @@ def slope_prior_step(
 
 __all__ = [
     "excess_error",
+    "line_var",
     "mean_square",
     "ObservationBuffer",
     "RegressionFit",

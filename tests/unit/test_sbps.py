@@ -53,7 +53,7 @@ def test_excess_error_is_zero_on_average_for_a_linear_rate_with_noise():
     buf = _buffer(values=1.0 + 2.0 * TIMES, noise=np.full(5, 1e-8))
     fit = regression.fit(buf, 0.0, 1e6, 0.25, relative_noise_floor=0.0)
     noisy = 1.0 + 2.0 * 2.0 + 0.5 * jax.random.normal(jax.random.key(0), (20000,))
-    excess = jax.vmap(lambda g: regression.excess_error(fit, buf, 2.0, g, 0.25))(noisy)
+    excess = jax.vmap(lambda g: regression.excess_error(fit, 2.0, g, 0.25))(noisy)
     assert abs(float(excess.mean())) < 4 * float(excess.std()) / np.sqrt(excess.size)
 
 
