@@ -41,17 +41,24 @@ def _has_rows(leaf: Any, N: int) -> bool:
     return hasattr(leaf, "shape") and len(leaf.shape) >= 1 and leaf.shape[0] == N
 
 
+def _take_rows(array: Array, order: Array) -> Array:
+    return jnp.take(array, order, axis=0)
+
+
+_take_rows_jit = jax.jit(_take_rows)
+"""One program per shape and dtype, reused by every data set (not a fresh closure per call)."""
+
+
 def _permuted(leaf: Any, order: np.ndarray) -> Any:
     """``leaf[order]``; a JAX array keeps its sharding (XLA moves the rows between devices)."""
     if isinstance(leaf, np.ndarray):
         return leaf[order]
     sharding = getattr(leaf, "sharding", None)
-    if sharding is not None and len(sharding.device_set) == 1:
+    if sharding is None or len(sharding.device_set) == 1:
         # one device: leave the placement to JAX, as for the user's array (an explicit
         # out_shardings would commit the copy to device 0, which pmap's chains then refuse)
-        sharding = None
-    take = jax.jit(lambda a, i: jnp.take(a, i, axis=0), out_shardings=sharding)
-    return take(leaf, jnp.asarray(order))
+        return _take_rows_jit(leaf, jnp.asarray(order))
+    return jax.jit(_take_rows, out_shardings=sharding)(leaf, jnp.asarray(order))
 
 
 def _terms_agree(view: ModelView, shuffled: ModelView, order: np.ndarray, key: PRNGKey) -> bool:
