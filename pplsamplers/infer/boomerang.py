@@ -26,6 +26,7 @@ from pplsamplers.kernels.boomerang_reference import (
     build_reference,
     gaussian_reference,
 )
+from pplsamplers.pdmp.builder import FIT_MARGIN
 from pplsamplers.potential import SubsampledPotential, find_map
 from pplsamplers.types import Array, PRNGKey
 
@@ -206,7 +207,7 @@ class Boomerang(SubsampledKernel):
     t_init, max_extrapolation
         Envelope start offset and horizon cap, in radians.  The horizon cap matters more than
         α: a long extrapolation can step over an event (no proposal, no violation counted).
-    max_evaluations, max_events_per_sample, min_gap, noise_margin
+    max_evaluations, max_events_per_sample, min_gap, noise_margin, fit_margin
         As in :class:`~pplsamplers.BPS`.
     start
         ``"reference"`` (default): chains start at draws of N(x*, Σ*); ``"map"``: at x*;
@@ -244,6 +245,7 @@ class Boomerang(SubsampledKernel):
         max_events_per_sample: int = 10_000,
         min_gap: float | None = None,
         noise_margin: float | None = None,
+        fit_margin: float = FIT_MARGIN,
         start: str = "reference",
         map_seed: int = 0,
         **options: Any,

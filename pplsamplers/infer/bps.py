@@ -30,7 +30,7 @@ from pplsamplers.infer.pdmp import (
 )
 from pplsamplers.infer.spec import KernelSpec, WarmupWindow
 from pplsamplers.kernels import bps
-from pplsamplers.pdmp.builder import PDMPState
+from pplsamplers.pdmp.builder import FIT_MARGIN, PDMPState
 from pplsamplers.pdmp.events import PDMPInfo
 from pplsamplers.pdmp.interpolation import fresh_envelope
 from pplsamplers.potential import SubsampledPotential, find_map
@@ -213,6 +213,11 @@ class BPS(SubsampledKernel):
         confidence line with ``noise_margin`` = k standard deviations of the minibatch noise.
         ``None`` (default): 0 and 0 (the paper's scheme) with full-batch gradients, 1 and 2
         with minibatch or control-variate ones.
+    fit_margin
+        k_fit ≥ 0 of the envelope's lack-of-fit margin (an extension of Alg. 2, see
+        :mod:`pplsamplers.pdmp.lack_of_fit`): the slope is raised by k_fit times the
+        root-mean-square curvature of the rate learned from the line's residuals, so that
+        the envelope bounds a rate that curves up along the flow.  0 is the paper's scheme.
     init_at_map
         Start every chain at the MAP (the control-variate anchor if there is one), as the
         paper does; otherwise NumPyro's ``init_strategy``.
@@ -251,6 +256,7 @@ class BPS(SubsampledKernel):
         max_events_per_sample: int = 10_000,
         min_gap: float | None = None,
         noise_margin: float | None = None,
+        fit_margin: float = FIT_MARGIN,
         init_at_map: bool = False,
         welford_window: tuple[float, float] = (0.3, 0.7),
         **options: Any,

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 
 from pplsamplers import validation
 from pplsamplers.infer.spec import KernelSpec, WarmupWindow
-from pplsamplers.pdmp.builder import PDMP, PDMPState, ThinningOptions
+from pplsamplers.pdmp.builder import FIT_MARGIN, PDMP, PDMPState, ThinningOptions
 from pplsamplers.pdmp.events import PDMP_INFO_FIELDS, PDMPInfo
 from pplsamplers.potential import SubsampledPotential
 from pplsamplers.types import Array, PRNGKey
@@ -52,6 +52,7 @@ class PDMPConfig:
     max_events_per_sample: int = 10_000
     min_gap: float | None = None
     noise_margin: float | None = None
+    fit_margin: float = FIT_MARGIN
 
     def __post_init__(self) -> None:
         validation.switches(self)
@@ -70,6 +71,7 @@ class PDMPConfig:
             self.max_events_per_sample,
             self.min_gap,
             self.noise_margin,
+            self.fit_margin,
         )
 
 

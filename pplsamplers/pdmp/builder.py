@@ -37,6 +37,9 @@ from pplsamplers.types import Array, PRNGKey
 NOISY_DEFAULTS = {"min_gap": 1.0, "noise_margin": 2.0}
 """Envelope noise handling used by default with minibatch / control-variate rates."""
 
+FIT_MARGIN = 3.0
+"""Default k_fit of the envelope's lack-of-fit margin (:mod:`pplsamplers.pdmp.lack_of_fit`)."""
+
 
 class PDMPState(NamedTuple):
     """Position, velocity and the carried thinning envelope (it survives grid times)."""
@@ -119,6 +122,9 @@ class ThinningOptions:
         :func:`~pplsamplers.pdmp.interpolation.interpolation_thinning`); ``None``: 0 and 0
         (Alg. 2 as printed) with a full batch, :data:`NOISY_DEFAULTS` with minibatch or
         control-variate rates.
+    fit_margin
+        k_fit ≥ 0: the envelope adds k_fit times the curvature learned from its own
+        residuals (:mod:`pplsamplers.pdmp.lack_of_fit`); 0 is Alg. 2 as printed.
     """
 
     alpha: float = 1.5
@@ -126,6 +132,7 @@ class ThinningOptions:
     max_events_per_sample: int = 10_000
     min_gap: float | None = None
     noise_margin: float | None = None
+    fit_margin: float = FIT_MARGIN
 
     def __post_init__(self) -> None:
         validation.at_least("alpha", self.alpha, 1.0)  # eq. (12) of Goan et al.
@@ -134,7 +141,7 @@ class ThinningOptions:
                 f"max_evaluations must be an integer >= 2; got {self.max_evaluations}."
             )
         validation.positive_int("max_events_per_sample", self.max_events_per_sample)
-        for name in ("min_gap", "noise_margin"):
+        for name in ("min_gap", "noise_margin", "fit_margin"):
             if getattr(self, name) is not None:
                 validation.positive(name, getattr(self, name), allow_zero=True)
 
@@ -149,13 +156,14 @@ class ThinningOptions:
         """The keyword arguments of
         :func:`~pplsamplers.pdmp.interpolation.interpolation_thinning` for ``potential``:
         ``alpha``, ``max_evaluations``, and ``min_gap`` and ``noise_margin`` resolved by
-        :meth:`noise_handling`."""
+        :meth:`noise_handling`, and ``fit_margin``."""
         min_gap, noise_margin = self.noise_handling(potential)
         return {
             "alpha": self.alpha,
             "max_evaluations": self.max_evaluations,
             "min_gap": min_gap,
             "noise_margin": noise_margin,
+            "fit_margin": float(self.fit_margin),
         }
 
 
@@ -168,6 +176,7 @@ class ThinningArguments(TypedDict, total=False):
     max_events_per_sample: int
     min_gap: float | None
     noise_margin: float | None
+    fit_margin: float
 
 
 class PDMP(NamedTuple):
@@ -291,6 +300,7 @@ def build(dynamics: Dynamics, options: ThinningOptions | None = None) -> PDMP:
 
 
 __all__ = [
+    "FIT_MARGIN",
     "NOISY_DEFAULTS",
     "PDMP",
     "Dynamics",

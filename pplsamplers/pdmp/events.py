@@ -78,7 +78,8 @@ def make_next_event(
         ``max_extrapolation``.
     **thinning
         The structural options of :func:`interpolation_thinning`: ``alpha``,
-        ``max_evaluations`` and optionally ``min_gap``, ``noise_margin``, ``violation_tol``.
+        ``max_evaluations`` and optionally ``min_gap``, ``noise_margin``, ``fit_margin``,
+        ``violation_tol``.
     """
 
     def next_event(
@@ -105,11 +106,13 @@ def make_next_event(
             out.accepted, bounced, jnp.where(refreshed, draw_velocity(velocity_key, x_t), v_t)
         )
         # after a reflection G(0+) = -G(tau) for the same minibatch: the envelope starts from it
-        after_bounce = fresh_envelope(x.dtype, -out.rate)._replace(noise=out.noise)
+        # (the envelope's learned lack of fit survives velocity jumps)
+        fit = out.envelope.fit
+        after_bounce = fresh_envelope(x.dtype, -out.rate, fit)._replace(noise=out.noise)
         envelope = jax.tree.map(
             lambda b, f, c: jnp.where(out.accepted, b, jnp.where(refreshed, f, c)),
             after_bounce,
-            fresh_envelope(x.dtype),
+            fresh_envelope(x.dtype, fit=fit),
             out.envelope,
         )
         counts = EventCounts(

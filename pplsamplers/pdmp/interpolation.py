@@ -27,6 +27,13 @@ slope unless the new point is at least ``min_gap · t_init`` from the previous o
 deviations of the newest value and of the slope (:func:`envelope_rate`).  Both are 0 by
 default, which is Alg. 2 as printed.
 
+Curved rates are another extension: where G curves up along the flow the secant falls below
+it whatever α.  ``fit_margin`` = k_fit adds k_fit κ̂ (H + |δ|)/2 to the slope, with κ̂ the
+root-mean-square curvature learned from the line's own residuals at later evaluations, which
+bounds the rate wherever |G''| ≤ k_fit κ̂ (:mod:`pplsamplers.pdmp.lack_of_fit`).  The
+residual statistics are kept in the :class:`Envelope` across events; 0 (the default here)
+is Alg. 2 as printed.
+
 Safeguards (each counted):
 
 * ``max_extrapolation``: the envelope is never extrapolated more than this far past its
@@ -54,6 +61,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from pplsamplers.pdmp.lack_of_fit import LackOfFit, margin_slope, no_fit, observe
 from pplsamplers.pdmp.poisson import linear_rate_arrival
 from pplsamplers.types import Array, PRNGKey
 
@@ -82,6 +90,12 @@ class Envelope(NamedTuple):
     """c, the noise standard deviation of ``rate`` (for ``noise_margin``)"""
     slope_noise: Array
     """the noise standard deviation of ``slope``, √(c_n² + c_{n−1}²) / gap"""
+    gap: Array
+    """δ, signed: the secant that gives ``slope`` runs from ``time`` to ``time + δ`` (δ > 0
+    for the start of an envelope, whose t_init point lies ahead; δ < 0 after a rejection)"""
+    fit: LackOfFit
+    """the line's observed lack of fit so far (kept across events, reset by nothing but a
+    change of the dynamics, e.g. σBPS's A)"""
 
 
 class ThinningStats(NamedTuple):
@@ -119,20 +133,16 @@ class ThinningResult(NamedTuple):
     stats: ThinningStats
 
 
-def fresh_envelope(dtype: Any = float, start_rate: Array | None = None) -> Envelope:
-    """An envelope to be initialised from scratch, or from a known G(0) = ``start_rate``."""
+def fresh_envelope(
+    dtype: Any = float, start_rate: Array | None = None, fit: LackOfFit | None = None
+) -> Envelope:
+    """An envelope to be initialised from scratch, or from a known G(0) = ``start_rate``,
+    keeping the lack-of-fit statistics ``fit`` (none: start them afresh)."""
     zero = jnp.zeros((), dtype)
-    if start_rate is None:
-        return Envelope(zero, zero, zero, jnp.asarray(False), jnp.asarray(False), zero, zero)
-    return Envelope(
-        zero,
-        jnp.asarray(start_rate, dtype),
-        zero,
-        jnp.asarray(False),
-        jnp.asarray(True),
-        zero,
-        zero,
-    )
+    fit = no_fit(dtype) if fit is None else jax.tree.map(lambda f: jnp.asarray(f, dtype), fit)
+    known = start_rate is not None
+    rate = jnp.asarray(start_rate, dtype) if known else zero
+    return Envelope(zero, rate, zero, jnp.asarray(False), jnp.asarray(known), zero, zero, zero, fit)
 
 
 def zero_stats(dtype: Any = float) -> ThinningStats:
@@ -154,30 +164,40 @@ def add_stats(a: ThinningStats, b: ThinningStats) -> ThinningStats:
 
 
 def envelope_rate(
-    envelope: Envelope, now: Array, alpha: float, noise_margin: float = 0.0
+    envelope: Envelope,
+    now: Array,
+    alpha: float,
+    noise_margin: float = 0.0,
+    fit_margin: float = 0.0,
+    max_extrapolation: Array | float = 0.0,
 ) -> tuple[Array, Array]:
     """The envelope from ``now`` on as a linear rate: h(s) = [h0 + a s]_+ (eqs. 12–13).
 
     h0 = α (G_n + slope (now − t_n)) and a = α · slope, so that the next proposal is
     ``linear_rate_arrival(h0, a, E)`` after ``now`` (DESIGN §5, not eq. 11).  With a noise
     margin k > 0 the line is raised to an upper confidence line: k (c + σ_slope (now − t_n))
-    is added to h0 and k σ_slope to a.
+    is added to h0 and k σ_slope to a.  With a fit margin k_fit > 0 the slope b =
+    k_fit κ̂ (H + |δ|)/2 of :func:`~pplsamplers.pdmp.lack_of_fit.margin_slope` (H =
+    ``max_extrapolation``) is added from t_n on: b (now − t_n) to h0 and b to a.
 
     Examples
     --------
     >>> import jax.numpy as jnp
-    >>> env = Envelope(jnp.asarray(0.0), jnp.asarray(1.0), jnp.asarray(2.0), jnp.asarray(True),
-    ...                jnp.asarray(False), jnp.asarray(0.0), jnp.asarray(0.0))
+    >>> line = dict(rate=jnp.asarray(1.0), slope=jnp.asarray(2.0), valid=jnp.asarray(True))
+    >>> env = fresh_envelope()._replace(**line)
     >>> [float(u) for u in envelope_rate(env, 0.5, alpha=2.0)]  # 2 (1 + 2·0.5), 2·2
     [4.0, 4.0]
     """
     elapsed = now - envelope.time
     h0 = alpha * (envelope.rate + envelope.slope * elapsed)
     a = alpha * envelope.slope
-    if noise_margin == 0:
-        return h0, a
-    margin = noise_margin * (envelope.noise + envelope.slope_noise * elapsed)
-    return h0 + margin, a + noise_margin * envelope.slope_noise
+    if noise_margin != 0:
+        h0 = h0 + noise_margin * (envelope.noise + envelope.slope_noise * elapsed)
+        a = a + noise_margin * envelope.slope_noise
+    if fit_margin != 0:
+        b = margin_slope(envelope.fit, fit_margin, max_extrapolation, envelope.gap)
+        h0, a = h0 + b * elapsed, a + b
+    return h0, a
 
 
 def interpolation_thinning(
@@ -192,6 +212,7 @@ def interpolation_thinning(
     max_evaluations: int = 1000,
     min_gap: float = 0.0,
     noise_margin: float = 0.0,
+    fit_margin: float = 0.0,
     violation_tol: float = 1e-8,
 ) -> ThinningResult:
     """Simulate to the next event of rate [G(t)]_+ by adaptive interpolation thinning (Alg. 2).
@@ -224,6 +245,11 @@ def interpolation_thinning(
         evaluation (free from the jvp's per-example terms) and σ_slope that of the
         interpolated slope.  An extension for noisy minibatch rates in the spirit of SBPS's
         k ρ; 0 (the default) is Alg. 2 as printed.
+    fit_margin
+        k_fit ≥ 0: add k_fit κ̂ (``max_extrapolation`` + |δ|)/2 to the envelope's slope, with
+        κ̂ the curvature learned from the line's residuals
+        (:mod:`pplsamplers.pdmp.lack_of_fit`); the residual statistics are updated in the
+        returned envelope whatever k_fit.  0 (the default) is Alg. 2 as printed.
     violation_tol
         A ratio [G]_+/h above 1 + ``violation_tol`` counts as a bound violation (at least
         100 machine epsilons, so that rounding is not counted).
@@ -264,7 +290,7 @@ def interpolation_thinning(
         # one uniform pair per iteration: E = -log(1 - u0) ~ Exp(1) and the thinning u1
         uniforms = jax.random.uniform(draw_key, (2,), dtype=dtype)
         # the envelope's proposal (only meaningful when env.valid)
-        h_now, a = envelope_rate(env, now, alpha, noise_margin)
+        h_now, a = envelope_rate(env, now, alpha, noise_margin, fit_margin, max_extrapolation)
         wait = linear_rate_arrival(h_now, a, -jnp.log1p(-uniforms[0]))
         t_prop = now + wait
         cap_time = env.time + max_extrapolation
@@ -295,20 +321,46 @@ def interpolation_thinning(
         new_slope_noise = jnp.where(
             update_slope, jnp.hypot(noise, env.noise) / safe_gap, env.slope_noise
         )
+        # a kept slope is a secant whose farthest point is D from the new anchor; with
+        # |G'(t) - a| <= kappa D it counts as a secant offset by -2D (lack_of_fit docstring)
+        farthest = jnp.maximum(gap, jnp.abs(gap - env.gap))
+        new_gap = jnp.where(update_slope, -gap, -2 * farthest)
+        # lack of fit: the line's residual where it was evaluated past its newest point; its
+        # noise variance is c^2 + c_n^2 (1 - 2 s / delta) + (sigma_slope s)^2
+        elapsed = t_eval - env.time
+        safe_offset = jnp.where(env.gap != 0, env.gap, 1.0)
+        noise_var = (
+            noise**2
+            + env.noise**2 * (1 - 2 * elapsed / safe_offset)
+            + (env.slope_noise * elapsed) ** 2
+        )
+        residual = rate - (env.rate + env.slope * elapsed)
+        fit = observe(env.fit, residual, elapsed, env.gap, noise_var, proposing | hits_cap)
         true_, false_ = jnp.asarray(True), jnp.asarray(False)
-        after_reject = Envelope(t_prop, rate, new_slope, true_, false_, noise, new_slope_noise)
+        after_reject = env._replace(
+            time=t_prop,
+            rate=rate,
+            slope=new_slope,
+            valid=true_,
+            start_known=false_,
+            noise=noise,
+            slope_noise=new_slope_noise,
+            gap=new_gap,
+        )
         # horizon cap: move there; its evaluation starts the new envelope
-        after_cap = Envelope(cap_time, rate, env.slope, false_, true_, noise, env.slope_noise)
+        after_cap = env._replace(
+            time=cap_time, rate=rate, valid=false_, start_known=true_, noise=noise
+        )
         # initialisation: first the point at t0 = now, then the one at now + t_init
-        after_start = Envelope(now, rate, env.slope, false_, true_, noise, env.slope_noise)
-        after_slope = Envelope(
-            env.time,
-            env.rate,
-            (rate - env.rate) / t_init,
-            true_,
-            false_,
-            env.noise,
-            jnp.hypot(noise, env.noise) / t_init,
+        after_start = env._replace(
+            time=now, rate=rate, valid=false_, start_known=true_, noise=noise
+        )
+        after_slope = env._replace(
+            slope=(rate - env.rate) / t_init,
+            valid=true_,
+            start_known=false_,
+            slope_noise=jnp.hypot(noise, env.noise) / t_init,
+            gap=t_init,
         )
 
         def pick(*pairs: tuple[Array, Envelope]) -> Envelope:
@@ -322,7 +374,7 @@ def interpolation_thinning(
             (hits_cap, after_cap),
             (init_start, after_start),
             (init_slope, after_slope),
-        )
+        )._replace(fit=fit)
         now = jnp.where(
             proposing, t_prop, jnp.where(hits_cap, cap_time, jnp.where(hits_horizon, horizon, now))
         )
@@ -358,7 +410,8 @@ def interpolation_thinning(
     )
     _, now, env, stats, _, _, accepted, reached, rate, noise, aux = lax.while_loop(cond, body, init)
     carried = env._replace(time=env.time - now)
-    env = jax.tree.map(lambda f, c: jnp.where(accepted, f, c), fresh_envelope(dtype), carried)
+    fresh = fresh_envelope(dtype, fit=carried.fit)
+    env = jax.tree.map(lambda f, c: jnp.where(accepted, f, c), fresh, carried)
     return ThinningResult(now, accepted, reached, rate, noise, aux, env, stats)
 
 

@@ -13,10 +13,11 @@ from pplsamplers.pdmp.interpolation import (
     fresh_envelope,
     interpolation_thinning,
 )
+from pplsamplers.pdmp.lack_of_fit import curvature, no_fit, observe
 from pplsamplers.pdmp.poisson import integrated_linear_rate, linear_rate_arrival
 
 
-def _envelope(time, rate, slope, noise=0.0, slope_noise=0.0):
+def _envelope(time, rate, slope, noise=0.0, slope_noise=0.0, gap=0.25, fit=None):
     return Envelope(
         jnp.asarray(time),
         jnp.asarray(rate),
@@ -25,6 +26,8 @@ def _envelope(time, rate, slope, noise=0.0, slope_noise=0.0):
         jnp.asarray(False),
         jnp.asarray(noise),
         jnp.asarray(slope_noise),
+        jnp.asarray(gap),
+        no_fit() if fit is None else fit,
     )
 
 
@@ -200,6 +203,61 @@ def test_invalid_settings_raise_naming_the_argument():
         ThinningOptions(min_gap=-1.0)
     with pytest.raises(ValueError, match="noise_margin"):
         ThinningOptions(noise_margin=-1.0)
+    with pytest.raises(ValueError, match="fit_margin"):
+        ThinningOptions(fit_margin=-1.0)
+
+
+def test_fit_margin_adds_its_slope_from_the_newest_point():
+    # kappa = 2 learned from one residual (see lack_of_fit.observe); H = 1, |delta| = 0.25,
+    # k_fit = 2: b = 2 * 2 * (1 + 0.25) / 2 = 2.5, added to the slope from t_n on
+    fit = observe(no_fit(), jnp.asarray(2.0), 1.0, -1.0, 0.0, jnp.asarray(True))
+    env = _envelope(0.0, 1.0, 2.0, fit=fit)
+    h0, a = envelope_rate(env, jnp.asarray(0.4), 1.5, fit_margin=2.0, max_extrapolation=1.0)
+    np.testing.assert_allclose([h0, a], [1.5 * (1 + 2 * 0.4) + 2.5 * 0.4, 1.5 * 2 + 2.5])
+    h0, a = envelope_rate(env, jnp.asarray(0.4), 1.5, max_extrapolation=1.0)  # k_fit = 0
+    np.testing.assert_allclose([h0, a], [1.5 * (1 + 2 * 0.4), 1.5 * 2])
+
+
+def test_lack_of_fit_learns_the_curvature_of_a_quadratic_rate():
+    # G = 1 + t + t^2 (G'' = 2): every secant extrapolation misses by exactly k w, so the
+    # learned root-mean-square curvature is 2; a linear rate leaves it at 0 (alpha = 50
+    # makes most proposals rejections, so one call observes many residuals)
+    def learned(rate):
+        out = interpolation_thinning(
+            jax.random.key(3),
+            lambda k, t: (rate(t), 0.0, ()),
+            fresh_envelope(),
+            horizon=20.0,
+            alpha=50.0,
+            t_init=0.1,
+            max_extrapolation=0.5,
+            max_evaluations=50,
+        )
+        assert int(out.envelope.fit.count) > 3
+        return float(curvature(out.envelope.fit))
+
+    np.testing.assert_allclose(learned(lambda t: 1.0 + t + t**2), 2.0, rtol=1e-6)
+    assert learned(lambda t: 1.0 + 2.0 * t) < 1e-6
+
+
+def test_fit_margin_bounds_a_rate_that_curves_up():
+    # a cubic rate G(t) = (t - 1)^3 + 0.1 (a BPS rate on a quartic target has this form):
+    # the secant falls below it; after the curvature has been learned (one warm-up call whose
+    # envelope statistics are carried over), k_fit = 3 leaves no violation on [0, 2]
+    rate = lambda k, t: ((t - 1.0) ** 3 + 0.1, 0.0, ())
+    keys = jax.random.split(jax.random.key(11), 1000)
+
+    def run(key, fit_margin):
+        warm_key, key = jax.random.split(key)
+        config = dict(horizon=2.0, alpha=1.0, t_init=0.1, max_extrapolation=0.5)
+        warm = interpolation_thinning(warm_key, rate, fresh_envelope(), **config)
+        start = fresh_envelope(fit=warm.envelope.fit)
+        return interpolation_thinning(key, rate, start, fit_margin=fit_margin, **config)
+
+    plain = jax.jit(jax.vmap(lambda k: run(k, 0.0)))(keys)
+    fitted = jax.jit(jax.vmap(lambda k: run(k, 3.0)))(keys)
+    assert int(plain.stats.violations.sum()) > 50
+    assert int(fitted.stats.violations.sum()) == 0
 
 
 def test_noise_margin_recovers_the_event_rate_of_a_noisy_rate():
