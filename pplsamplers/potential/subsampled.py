@@ -43,6 +43,13 @@ class SubsampledPotential(NamedTuple):
         Whole data set, chunked so memory stays bounded.  When the data are split over
         devices (``NamedSharding``), each device sums its own rows
         (:func:`~pplsamplers.potential.sharding.sharded_full_pass`).
+    full_value_difference : (x, y) -> U(x) − U(y)
+        Whole data set, summed as Σ_i [ℓ_i(x) − ℓ_i(y)] (plus the global terms' difference),
+        so that its rounding error is relative to the difference and not to U.  In float32
+        at N = 10⁷ U itself is wrong by about ±10 (its float32 spacing is 0.5 and the chunk
+        sums add rounding), more than the whole rise of U over one posterior sd (1/2):
+        every comparison of U values between nearby points (Laplace weights, quadratic-fit
+        probes, barriers between modes) must use this difference.
     sample_indices : key -> (n,) int
         Minibatch indices: drawn with replacement, or, for ``contiguous`` potentials, the n
         rows after a uniform start with wrap-around.
@@ -87,6 +94,8 @@ class SubsampledPotential(NamedTuple):
     """Kernel position z (shape ``(..., D)``) -> the model's flat unconstrained x."""
     from_model: Callable[[Array], Array] = _identity
     """The model's flat unconstrained x (shape ``(..., D)``) -> kernel position z."""
+    full_value_difference: Callable[[Array, Array], Array] | None = None
+    """(x, y) -> U(x) − U(y) over the whole data set (see the class docstring)."""
     contiguous: bool = False
     """Minibatches are contiguous blocks: the data rows were shuffled once
     (:func:`~pplsamplers.potential.shuffle.shuffled_view`), so a block at a uniform start,
@@ -183,14 +192,20 @@ def build_potential(
     num_chunks = -(-N // chunk_size)
     chunk = min(chunk_size, N)
 
-    def full_value_and_grad(x: Array) -> tuple[Array, Array]:
-        global_value, global_grad = jax.value_and_grad(lambda y: terms(y, jnp.arange(1))[0])(x)
-        sharded = sharded_full_pass(terms, N, chunk_size, x)  # data split over devices: SPMD
+    def full_pass(fn: TermsFn, x: Array) -> tuple[Array, Array]:
+        """Σ over all data of ``fn``'s terms at ``x``, and its gradient, in chunks."""
+        global_value, global_grad = jax.value_and_grad(lambda y: fn(y, jnp.arange(1))[0])(x)
+        sharded = sharded_full_pass(fn, N, chunk_size, x)  # data split over devices: SPMD
         if sharded is not None:
             return global_value + sharded[0], global_grad + sharded[1]
 
         def chunk_sum(y: Array, idx: Array, weight: Array) -> Array:
-            return jnp.sum(weight * terms(y, idx)[1])
+            return jnp.sum(weight * fn(y, idx)[1])
+
+        # the data's dtype may differ from x's (float32 data with jax_enable_x64, say): the
+        # running total takes the per-datum terms' dtype, promoted with the global term's
+        probe = jax.eval_shape(chunk_sum, x, jnp.arange(chunk), jnp.ones(chunk, x.dtype))
+        global_value = global_value.astype(jnp.result_type(global_value, probe.dtype))
 
         def body(carry: tuple[Array, Array], c: Array) -> tuple[tuple[Array, Array], None]:
             total, total_grad = carry
@@ -202,6 +217,17 @@ def build_potential(
         init = (global_value, global_grad)
         (total, total_grad), _ = lax.scan(body, init, jnp.arange(num_chunks))
         return total, total_grad
+
+    def full_value_and_grad(x: Array) -> tuple[Array, Array]:
+        return full_pass(terms, x)
+
+    def difference_terms(pair: Array, idx: Array) -> tuple[Array, Array]:
+        (global_x, per_x), (global_y, per_y) = terms(pair[0], idx), terms(pair[1], idx)
+        return global_x - global_y, per_x - per_y
+
+    def full_value_difference(x: Array, y: Array) -> Array:
+        # the unused gradient of the pair is dead code that XLA drops
+        return full_pass(difference_terms, jnp.stack([x, y]))[0]
 
     if N == n:
         sample_indices = lambda key: jnp.arange(N)
@@ -220,6 +246,7 @@ def build_potential(
         # compiled once per potential: called eagerly, its global term would otherwise run
         # the model op by op (one small XLA program per operation)
         full_value_and_grad=jax.jit(full_value_and_grad),
+        full_value_difference=jax.jit(full_value_difference),
         sample_indices=sample_indices,
         constrain=constrain or identity,
         unravel=unravel or identity,
