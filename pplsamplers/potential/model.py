@@ -11,6 +11,7 @@ from jax.flatten_util import ravel_pytree
 from numpyro.infer import init_to_uniform
 
 from pplsamplers.potential import _numpyro
+from pplsamplers.potential.sharding import warn_embedded_data
 from pplsamplers.potential.subsampled import SubsampledPotential, build_potential
 from pplsamplers.potential.view import (
     ModelView,
@@ -106,6 +107,7 @@ def make_potential(
         view = inspect(model, model_args, model_kwargs, data_plate, init_strategy)
     if check_data:
         validate_data(view)
+    warn_embedded_data(view.model_args, view.model_kwargs)
     info = view.info
     N = info.data_size
     if subsample_size is None:

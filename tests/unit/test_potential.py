@@ -240,3 +240,22 @@ def test_float32_data_with_x64_enabled_give_a_full_pass_at_any_position_dtype():
         value, grad = pot.full_value_and_grad(jnp.full(pot.dim, 0.1, dtype))
         assert np.isfinite(float(value)) and np.all(np.isfinite(np.asarray(grad)))
     assert np.isfinite(float(find_map(jax.random.key(0), pot).potential))
+
+
+def test_large_data_compiled_as_constants_get_one_warning_line(monkeypatch):
+    """``import jax`` before ``import pplsamplers`` leaves JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS
+    unset: then the data are embedded in every program, which the user must hear about once
+    (the suite itself runs with the flag set, so it is simulated here)."""
+    from pplsamplers.potential import sharding
+
+    monkeypatch.setattr(sharding, "constants_are_arguments", lambda: False)
+    monkeypatch.setattr(sharding, "_embedded_warned", False)
+    monkeypatch.setattr(sharding, "EMBEDDED_DATA_WARN_BYTES", 1000)
+    (X, y), _ = logistic_regression.load_data(N=200, d=3, seed=0)
+    with pytest.warns(UserWarning, match="JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS=1") as record:
+        make_potential(logistic_regression.model, (X, y), subsample_size=20)
+        make_potential(logistic_regression.model, (X, y), subsample_size=20)
+    assert sum("compiled into every program" in str(w.message) for w in record) == 1
+    monkeypatch.setattr(sharding, "constants_are_arguments", lambda: True)
+    monkeypatch.setattr(sharding, "_embedded_warned", False)
+    assert not sharding.warn_embedded_data((X, y))
