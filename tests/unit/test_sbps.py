@@ -14,6 +14,7 @@ from models import logistic_regression
 from pplsamplers.infer.sbps import PSBPS, SBPS, SBPSConfig, sbps_spec
 from pplsamplers.infer.spec import WarmupWindow
 from pplsamplers.kernels import sbps
+from pplsamplers.kernels.sbps_events import REOBSERVE_PENDING
 from pplsamplers.pdmp import regression
 from pplsamplers.potential import build_potential
 
@@ -234,26 +235,34 @@ def test_skeleton_records_bounces(logreg_potential):
 
 
 def test_psbps_warmup_adapts_the_preconditioner_and_the_interval(logreg_potential):
-    """The spec's warmup sets A (mean 1, re-observation pending) and Δ = target·t̄; the
-    adapter stops calling it after warmup, which freezes them."""
+    """The spec's warmup sets A once, at the end of its window (0.6–0.9 of the warmup: the
+    mean of the RMSprop snapshots there; mean 1, re-observation pending, running means
+    restarted), keeps A = I before it, and Δ = target·t̄; the adapter stops calling it after
+    warmup, which freezes them."""
     spec = sbps_spec(SBPSConfig.create(preconditioned=True, sample_interval=0.2))
     kernel = spec.build_kernel()
     params = spec.default_params(jax.random.key(2), logreg_potential)
     np.testing.assert_allclose(params.sample_interval, 0.2)
     state = spec.init(jax.random.key(0), jnp.zeros(3), logreg_potential, params)
+    adapt = spec.warmup_init(state, params)
 
-    def body(carry, key):
-        state, params = carry
+    def body(carry, xs):
+        state, params, adapt = carry
+        iteration, key = xs
         state, info = kernel(key, state, logreg_potential, params)
-        window = WarmupWindow(jnp.asarray(0), 30)
-        state, params, _ = spec.warmup(key, state, params, None, info, logreg_potential, window)
-        return (state, params), info
+        window = WarmupWindow(iteration, 30)
+        state, params, adapt = spec.warmup(
+            key, state, params, adapt, info, logreg_potential, window
+        )
+        return (state, params, adapt), (info, params.direction_scale, state.pending)
 
-    (state, params), info = jax.lax.scan(
-        body, (state, params), jax.random.split(jax.random.key(1), 30)
-    )
+    xs = (jnp.arange(30), jax.random.split(jax.random.key(1), 30))
+    (state, params, adapt), (info, scales, pending) = jax.lax.scan(body, (state, params, adapt), xs)
+    np.testing.assert_array_equal(scales[:26], 1.0)  # window [18, 27): set at iteration 26
+    assert int(pending[26]) == REOBSERVE_PENDING and int(adapt[1]) == 9
     scale = params.direction_scale
     assert not np.allclose(scale, 1.0) and int(info.num_bounces.sum()) > 0
+    np.testing.assert_array_equal(scales[26:], np.broadcast_to(scale, (4, 3)))
     np.testing.assert_allclose(scale.mean(), 1.0, rtol=1e-6)
     np.testing.assert_allclose(params.sample_interval, 0.2)  # given, so never adapted
     plain = sbps_spec(SBPSConfig())
