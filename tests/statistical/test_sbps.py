@@ -137,7 +137,7 @@ def test_psbps_preconditioner_converges_with_warmup_and_samples_correctly():
     warmup length: log A missed log(s / mean s) by 0.20–0.23 (rms over coordinates) for both
     chains and both keys tried, and on the hierarchical robustness model the two chains' A
     were uncorrelated noise.  A is now the mean over the warmup window (0.6–0.9 of it) and
-    converges with warmup: rms 0.07.  The bound 0.12 lies between the two.  The draws (A ≠ I,
+    converges with warmup: rms 0.08–0.09.  The bound 0.12 lies between the two.  The draws (A ≠ I,
     frozen) must be unbiased: each mean within 4 MCSE of 0 (max over 100 coordinates), and
     the sd of z = x / s, pooled over each half of the coordinates, within 10 % of 1."""
     dim = 100
