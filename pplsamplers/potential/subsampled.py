@@ -205,7 +205,7 @@ def build_potential(
         # the data's dtype may differ from x's (float32 data with jax_enable_x64, say): the
         # running total takes the per-datum terms' dtype, promoted with the global term's
         probe = jax.eval_shape(chunk_sum, x, jnp.arange(chunk), jnp.ones(chunk, x.dtype))
-        global_value = global_value.astype(jnp.result_type(global_value, probe.dtype))
+        global_value = jnp.asarray(global_value, jnp.result_type(global_value, probe.dtype))
 
         def body(carry: tuple[Array, Array], c: Array) -> tuple[tuple[Array, Array], None]:
             total, total_grad = carry
