@@ -18,6 +18,7 @@ from scipy import stats
 from models import linear_gaussian, logistic_regression
 from pplsamplers.infer.boomerang import Boomerang
 from pplsamplers.infer.bps import BPS
+from tests.statistical import QUARTIC_SECOND_MOMENT, quartic_potential
 
 pytestmark = pytest.mark.statistical
 
@@ -155,19 +156,13 @@ def test_control_variate_boomerang_matches_nuts_on_large_logistic_regression():
 
 
 # ------------------------------------ a non-Gaussian target with exact gradients
-QUARTIC_SECOND_MOMENT = 0.675978
-"""E[x²] under exp(−x⁴/4): 4^(1/2) Γ(3/4) / Γ(1/4)."""
-
-
 def _bps_quartic(key: jax.Array, **thinning) -> tuple[float, float, float, float]:
     """BPS with exact gradients on U = Σ x⁴/4 in 2-d, 4 chains × 6000 draws (the first 1000
     dropped): (E[x²] relative error, its MCSE relative to the truth, the fraction of
     proposals above the envelope, proposals per draw)."""
     from pplsamplers.kernels import bps
-    from pplsamplers.potential import build_potential
 
-    terms = lambda x, idx: (jnp.sum(x**4) / 4.0, jnp.zeros(idx.shape[0]))
-    potential = build_potential(terms, dim=2, N=1, n=1, init_position=jnp.zeros(2))
+    potential = quartic_potential(2)
     pdmp = bps.build_pdmp(**thinning)
     params = bps.make_params(2, sample_interval=0.5, refresh_rate=0.3, dtype=jnp.float64)
 

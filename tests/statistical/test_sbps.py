@@ -19,6 +19,7 @@ from models import logistic_regression
 from pplsamplers.infer.sbps import PSBPS, SBPS
 from pplsamplers.infer.spec import WarmupWindow
 from pplsamplers.potential import build_potential
+from tests.statistical import QUARTIC_SECOND_MOMENT, quartic_potential
 
 pytestmark = pytest.mark.statistical
 
@@ -162,10 +163,6 @@ def test_psbps_preconditioner_converges_with_warmup_and_samples_correctly():
 
 
 # ------------------------------ exact gradients on a non-Gaussian target: the band's fit
-QUARTIC_SECOND_MOMENT = 0.675978
-"""E[x²] under exp(−x⁴/4): 4^(1/2) Γ(3/4) / Γ(1/4) (scipy.integrate.quad gives the same)."""
-
-
 def test_full_batch_sbps_on_a_quartic_target_is_accurate_and_k_shrinks_its_bias():
     """U = Σ x⁴/4 in 2-d with exact gradients.  G(t) along a line is cubic, so the band's
     linear extrapolation (eq. 9) falls below the true rate; with c² = 0, k widened the band
@@ -174,8 +171,7 @@ def test_full_batch_sbps_on_a_quartic_target_is_accurate_and_k_shrinks_its_bias(
     (regression.excess_error): at the default k = 3 the violations are below 1 % and E[x²]
     is within 5 % (+ 4 MCSE) of the truth; at k = 1.5 the bias is larger (it shrinks with k,
     the knob SBPS claims for it)."""
-    terms = lambda x, idx: (jnp.sum(x**4) / 4.0, jnp.zeros(idx.shape[0]))
-    potential = build_potential(terms, dim=2, N=1, n=1, init_position=jnp.zeros(2))
+    potential = quartic_potential(2)
     starts = 0.5 * jax.random.normal(jax.random.key(7), (NUM_CHAINS, 2))
     errors = {}
     for k in (3.0, 1.5):
