@@ -11,12 +11,12 @@ import pytest
 from numpyro.infer import MCMC
 
 from models import logistic_regression
-from pplsamplers.infer.sbps import PSBPS, SBPS, SBPSConfig, sbps_spec
+from pplsamplers.infer.sbps import PSBPS, SBPS, SBPSConfig, relative_refresh, sbps_spec
 from pplsamplers.infer.spec import WarmupWindow
 from pplsamplers.kernels import sbps
 from pplsamplers.kernels.sbps_events import REOBSERVE_PENDING
 from pplsamplers.pdmp import regression
-from pplsamplers.potential import build_potential
+from pplsamplers.potential import build_potential, with_control_variate
 
 # ------------------------------------------------------------------- regression
 TIMES = np.array([0.0, 0.3, 0.5, 0.9, 1.4])
@@ -343,3 +343,18 @@ def test_sequential_and_vectorized_chains_give_the_same_draws():
         draws[method] = np.asarray(mcmc.get_samples(group_by_chain=True)["w"])
     assert draws["sequential"].shape == (2, 20, 20)
     np.testing.assert_allclose(draws["vectorized"], draws["sequential"], rtol=1e-6)
+
+
+def test_default_refresh_fraction_follows_the_gradient_noise():
+    """1 of the bounce rate with exact gradients (only refreshment mixes radial directions),
+    0.1 with control variates (little noise), 0.01 with plain minibatches (the paper's
+    regime, whose noise randomises reflections); a user's value always wins."""
+    terms = lambda x, idx: (0.5 * jnp.sum(x**2), jnp.zeros(idx.shape[0]))
+    plain = build_potential(terms, dim=3, N=100, n=10, init_position=jnp.zeros(3))
+    exact = build_potential(terms, dim=3, N=100, n=100, init_position=jnp.zeros(3))
+    controlled = with_control_variate(plain, jnp.zeros(3))
+    default = SBPSConfig()
+    assert relative_refresh(default, exact) == 1.0
+    assert relative_refresh(default, controlled) == 0.1
+    assert relative_refresh(default, plain) == 0.01
+    assert relative_refresh(SBPSConfig(relative_refresh_rate=0.3), controlled) == 0.3
