@@ -74,6 +74,7 @@ class SubsampledPotential(NamedTuple):
     directional: Callable[[Array, Array, Array], tuple[Array, Array]]
     per_example_grads: Callable[[Array, Array], Array]
     full_value_and_grad: Callable[[Array], tuple[Array, Array]]
+    full_value_difference: Callable[[Array, Array], Array]
     sample_indices: Callable[[PRNGKey], Array]
     constrain: Callable[[Array], dict]
     unravel: Callable[[Array], dict]
@@ -94,8 +95,6 @@ class SubsampledPotential(NamedTuple):
     """Kernel position z (shape ``(..., D)``) -> the model's flat unconstrained x."""
     from_model: Callable[[Array], Array] = _identity
     """The model's flat unconstrained x (shape ``(..., D)``) -> kernel position z."""
-    full_value_difference: Callable[[Array, Array], Array] | None = None
-    """(x, y) -> U(x) − U(y) over the whole data set (see the class docstring)."""
     contiguous: bool = False
     """Minibatches are contiguous blocks: the data rows were shuffled once
     (:func:`~pplsamplers.potential.shuffle.shuffled_view`), so a block at a uniform start,
