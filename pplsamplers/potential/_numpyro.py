@@ -10,7 +10,14 @@ Facts used (probed on NumPyro 0.22):
   ``biject_to(site["fn"].support)``, evaluated when the site is reached so that
   parameter-dependent supports work;
 * every trace substitutes init-strategy values for the latent sites, as NumPyro's own
-  ``initialize_model`` does: ``.sample()`` is never called on an improper prior.
+  ``initialize_model`` does: ``.sample()`` is never called on an improper prior;
+* a plain data plate whose observed data are not indexed with the plate's indices
+  (``with numpyro.plate("data", len(y)): numpyro.sample("y", ..., obs=y)``, the usual
+  NumPyro style, which NUTS accepts) is subsampled through its arguments instead
+  (:attr:`SiteInfo.slice_rows`): every array argument with N rows along its first axis is
+  replaced by the minibatch's rows before the model runs, and the plate's indices are
+  fixed as usual; the plate then declares either n (a size read off the data) or N (a
+  constant), and :func:`make_terms` reads which from the traced plate.
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ class SiteInfo(NamedTuple):
     unconstrained_shapes: dict[str, tuple[int, ...]] = {}
     deterministic_in_plate: tuple[str, ...] = ()
     edge_sites: tuple[str, ...] = ()  # observed, support depends on latents (see _support)
+    slice_rows: bool = False  # the data plate's data are not indexed: slice the arguments
 
 
 def _plate_axis(site: dict, plate: str) -> int | None:
@@ -210,10 +218,31 @@ def initial_values(
     return draw(rng_key)
 
 
+def has_rows(leaf: Any, N: int) -> bool:
+    """Whether ``leaf`` is an array with ``N`` rows along its first axis (per-datum, by the
+    only convention a NumPyro model's arguments carry)."""
+    return hasattr(leaf, "shape") and len(leaf.shape) >= 1 and leaf.shape[0] == N
+
+
+def _row_sliced(model: Callable, N: int, indices: Array) -> Callable:
+    """``model`` called with each argument that has ``N`` rows replaced by its rows
+    ``indices`` (the plain-plate view, :attr:`SiteInfo.slice_rows`)."""
+
+    def sliced(*model_args: Any, **model_kwargs: Any) -> Any:
+        take = lambda leaf: jnp.take(leaf, indices, axis=0) if has_rows(leaf, N) else leaf
+        model_args, model_kwargs = jax.tree.map(take, (model_args, model_kwargs))
+        return model(*model_args, **model_kwargs)
+
+    return sliced
+
+
 def _fixed_plate_model(model: Callable, info: SiteInfo, indices: Array | None) -> Callable:
     if info.data_plate is None:
         return model
-    return set_plate(model, name=info.data_plate, indices=indices)
+    fixed = set_plate(model, name=info.data_plate, indices=indices)
+    if info.slice_rows and indices is not None:
+        return _row_sliced(fixed, info.data_size, indices)
+    return fixed
 
 
 def make_unconstrain(
@@ -325,7 +354,10 @@ def make_terms(
         trace, log_dets = _constrained_trace(
             model, model_args, model_kwargs, info, params, indices if plate else None
         )
-        ratio = size / indices.shape[0]
+        # the plate scales its sites by (its declared size) / n; a row-sliced plain plate may
+        # declare n (a size read off the sliced data) instead of N
+        declared = trace[plate]["args"][0] if plate in trace else size
+        ratio = declared / indices.shape[0]
         global_term = -sum(log_dets) if log_dets else jnp.zeros(())
         per_datum = jnp.zeros(indices.shape[0])
         for site in trace.values():
@@ -373,6 +405,7 @@ __all__ = [
     "all_data_model",
     "discrete_latent_sites",
     "full_data_model",
+    "has_rows",
     "initial_values",
     "inspect_model",
     "make_constrain",

@@ -37,10 +37,6 @@ CHECKED_ROWS = 64
 """Rows compared, at two points, between the shuffled and the unshuffled model's terms."""
 
 
-def _has_rows(leaf: Any, N: int) -> bool:
-    return hasattr(leaf, "shape") and len(leaf.shape) >= 1 and leaf.shape[0] == N
-
-
 def _take_rows(array: Array, order: Array) -> Array:
     return jnp.take(array, order, axis=0)
 
@@ -113,7 +109,7 @@ def shuffled_view(view: ModelView, rng_key: PRNGKey) -> tuple[ModelView | None, 
     if view.data_plate is None or N < 2:
         return None, "random rows (no data plate to shuffle)"
     leaves, treedef = jax.tree.flatten((view.model_args, view.model_kwargs))
-    rows = [_has_rows(leaf, N) for leaf in leaves]
+    rows = [_numpyro.has_rows(leaf, N) for leaf in leaves]
     if not any(rows):
         return None, f"random rows (no argument has N = {N} rows to shuffle)"
     order_key, check_key = jax.random.split(rng_key)

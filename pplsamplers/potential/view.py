@@ -133,8 +133,7 @@ def inspect(
     strategy = init_strategy or init_to_uniform
     try:
         info = _numpyro.inspect_model(model, tuple(model_args), kwargs, data_plate, strategy)
-        view = ModelView(model, tuple(model_args), kwargs, info, strategy)
-        check_plate_indexing(view)
+        view = check_plate_indexing(ModelView(model, tuple(model_args), kwargs, info, strategy))
     except Exception as error:  # non-finite data often fails first (NumPyro's validation)
         _validate_arguments(model, tuple(model_args), kwargs, error)
         raise
@@ -150,15 +149,39 @@ def inspect(
     return view
 
 
-def check_plate_indexing(view: ModelView) -> None:
-    """Raise if an observed site ignores the data plate's indices (``y`` instead of ``y[idx]``).
+def check_plate_indexing(view: ModelView) -> ModelView:
+    """``view``, its data plate checked: observed sites must follow the plate's indices.
 
-    Traces the model with the data plate fixed to a few indices, so it costs a few data.
+    Traces the model with the data plate fixed to a few indices, so it costs a few data.  A
+    plain plate (no ``subsample_size`` in the model) whose observed data ignore the indices
+    (``obs=y`` instead of ``obs=y[idx]``, as NumPyro models are usually written) is
+    subsampled through its arguments instead: the returned view slices every argument with N
+    rows (:attr:`~pplsamplers.potential._numpyro.SiteInfo.slice_rows`), after checking that
+    the sliced model's per-datum terms equal the full model's on those rows.  Anything else
+    (a model's own ``subsample_size`` used without its indices, or data that slicing the
+    arguments does not line up) raises ``ValueError`` with the fix.
     """
     info = view.info
     if info.data_plate is None or info.data_size < 2:
-        return
+        return view
     count = min(3, info.data_size - 1)
+    problem = _plate_indexing_problem(view, count)
+    if problem is None:
+        return view
+    if info.model_subsample_size is None:
+        sliced = view._replace(info=info._replace(slice_rows=True))
+        if _plate_indexing_problem(sliced, count) is None and _slices_agree(view, sliced, count):
+            return sliced
+    site, length, error = problem
+    raise _tracing._unindexed_plate_error(site, info.data_plate, length, count) from error
+
+
+def _plate_indexing_problem(
+    view: ModelView, count: int
+) -> tuple[dict, int, Exception | None] | None:
+    """``None`` when the model with its data plate fixed to ``count`` indices gives every
+    observed site inside it ``count`` values; else ``(site, its length, the error)``."""
+    info = view.info
     fixed = _numpyro._fixed_plate_model(view.model, info, jnp.arange(count))
     try:
         trace = _tracing._trace(
@@ -170,15 +193,42 @@ def check_plate_indexing(view: ModelView) -> None:
         sites = _observed_sites(view)
         if not sites:
             raise
-        raise _tracing._unindexed_plate_error(
-            sites[0], info.data_plate, info.data_size, count
-        ) from error
+        return sites[0], info.data_size, error
     for site in trace.values():
         if site["type"] == "sample" and site["is_observed"] and info.data_plate in _plates_of(site):
             axis = _numpyro._plate_axis(site, info.data_plate)
             length = None if axis is None else np.shape(site["value"])[axis]
             if length is not None and length != count:
-                raise _tracing._unindexed_plate_error(site, info.data_plate, length, count)
+                return site, length, None
+    return None
+
+
+def _slices_agree(view: ModelView, sliced: ModelView, count: int) -> bool:
+    """Whether the row-sliced model's per-datum terms on rows 0..count-1 equal the full
+    model's, at an init-strategy point (one compiled full-data pass): an argument with N
+    rows that is not per-datum breaks it."""
+    info = view.info
+    full = _numpyro.make_terms(view.model, view.model_args, view.model_kwargs, info)
+    rows = _numpyro.make_terms(sliced.model, sliced.model_args, sliced.model_kwargs, sliced.info)
+
+    @jax.jit
+    def agree(params: dict) -> Array:
+        global_full, every = full(params, jnp.arange(info.data_size))
+        global_rows, some = rows(params, jnp.arange(count))
+        a = jnp.append(every[:count], global_full)
+        b = jnp.append(some, global_rows)
+        tol = 1e-9 if a.dtype == jnp.float64 else 1e-4
+        return jnp.all(jnp.isfinite(a) & (jnp.abs(a - b) <= tol * (1.0 + jnp.abs(a))))
+
+    params = _numpyro.initial_values(
+        jax.random.PRNGKey(0),
+        view.model,
+        view.model_args,
+        view.model_kwargs,
+        info,
+        view.init_strategy,
+    )
+    return bool(agree(params))
 
 
 def _observed_sites(view: ModelView) -> list[dict]:

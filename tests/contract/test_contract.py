@@ -6,6 +6,8 @@ import arviz as az
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpyro
+import numpyro.distributions as dist
 import pytest
 from numpyro.infer import MCMC
 
@@ -18,6 +20,14 @@ NUM_WARMUP, NUM_SAMPLES, NUM_CHAINS, D = 30, 40, 2, 3
 @pytest.fixture(scope="module")
 def data():
     return logistic_regression.load_data(N=200, d=D, seed=1)[0]
+
+
+def plain_plate_model(X, y=None):
+    """``logistic_regression.model`` written as NumPyro models usually are: a plain plate whose
+    data are not indexed with its indices (NUTS accepts it; issue 14, item 1)."""
+    w = numpyro.sample("w", dist.Normal(0.0, 1.0).expand([X.shape[1]]).to_event(1))
+    with numpyro.plate("data", X.shape[0]):
+        numpyro.sample("y", dist.Bernoulli(logits=X @ w), obs=y)
 
 
 def _run(kernel, data, method):
@@ -54,6 +64,10 @@ def test_contract(name, data):
     again = _run(make(logistic_regression.model), data, "sequential")
     np.testing.assert_array_equal(again.get_samples(group_by_chain=True)["w"], runs["sequential"])
     np.testing.assert_allclose(runs["vectorized"], runs["sequential"], rtol=1e-6, atol=1e-8)
+    # a plain plate (obs=y, not y[idx]) is subsampled through its arguments: the same
+    # minibatches, so the same draws as the indexed model
+    plain = _run(make(plain_plate_model), data, "vectorized").get_samples(group_by_chain=True)
+    np.testing.assert_allclose(plain["w"], runs["vectorized"], rtol=1e-6, atol=1e-8)
     # different keys give different draws: the two chains of a run get two keys split from
     # the run's key
     assert not np.allclose(runs["sequential"][0], runs["sequential"][1])

@@ -252,21 +252,59 @@ def test_init_params_dict_checks_names_and_shapes():
 def test_data_plate_used_without_its_indices():
     X, y = _data()
 
-    def unindexed(X, y):  # X @ w has N rows but the plate gives n indices
+    def unindexed(X, y):  # the model's own subsample plate, but X @ w and y have N rows
         w = numpyro.sample("w", dist.Normal(0, 1).expand([X.shape[1]]).to_event(1))
         with numpyro.plate("data", X.shape[0], subsample_size=20):
             numpyro.sample("y", dist.Normal(X @ w, 1), obs=y)
 
-    def unindexed_obs(X, y):  # a scalar mean: no broadcasting error, y still has N values
+    def not_per_datum(X, y):  # a plain plate, but X's rows enter through a full-data mean
         mu = numpyro.sample("mu", dist.Normal(0, 1))
         with numpyro.plate("data", X.shape[0]):
-            numpyro.sample("y", dist.Normal(mu, 1), obs=y)
+            numpyro.sample("y", dist.Normal(mu + jnp.mean(X[:, 0]) * y, 1), obs=y)
 
     msg = r"site 'y' in plate 'data' has 2000 values where the plate gave {} indices.*X\[idx\]"
     with pytest.raises(ValueError, match=msg.format(20)):
         make_potential(unindexed, (X, y))
+    # slicing the arguments does not reproduce the model's terms: the same clear error
     with pytest.raises(ValueError, match=msg.format(3) + ".*numpyro.subsample"):
-        make_potential(unindexed_obs, (X, y), subsample_size=20)
+        make_potential(not_per_datum, (X, y), subsample_size=20)
+
+
+def test_plain_plate_is_subsampled_through_its_arguments():
+    """``obs=y`` in a plain plate (no indices), as NumPyro models are usually written and NUTS
+    accepts, gives the indexed model's potential whatever size the plate declares."""
+    X, y = _data()
+    N = X.shape[0]
+
+    def indexed(X, y):
+        w = numpyro.sample("w", dist.Normal(0, 1).expand([X.shape[1]]).to_event(1))
+        sigma = numpyro.sample("sigma", dist.HalfNormal(2.0))
+        with numpyro.plate("data", X.shape[0]) as idx:
+            numpyro.sample("y", dist.Normal(X[idx] @ w, sigma), obs=y[idx])
+
+    def read_off_the_data(X, y):
+        w = numpyro.sample("w", dist.Normal(0, 1).expand([X.shape[1]]).to_event(1))
+        sigma = numpyro.sample("sigma", dist.HalfNormal(2.0))
+        with numpyro.plate("data", len(y)):
+            numpyro.sample("y", dist.Normal(X @ w, sigma), obs=y)
+
+    def constant_size(X, y):
+        w = numpyro.sample("w", dist.Normal(0, 1).expand([X.shape[1]]).to_event(1))
+        sigma = numpyro.sample("sigma", dist.HalfNormal(2.0))
+        with numpyro.plate("data", N):
+            numpyro.sample("y", dist.Normal(X @ w, sigma), obs=y)
+
+    reference = make_potential(indexed, (X, y), subsample_size=20)
+    x = jnp.linspace(-0.5, 0.5, reference.dim)
+    rows = reference.sample_indices(jax.random.key(3))
+    for model in (read_off_the_data, constant_size):
+        potential = make_potential(model, (X, y), subsample_size=20)
+        for got, want in zip(
+            (*potential.full_value_and_grad(x), *potential.value_and_grad(x, rows)),
+            (*reference.full_value_and_grad(x), *reference.value_and_grad(x, rows)),
+            strict=True,
+        ):
+            np.testing.assert_allclose(got, want, rtol=1e-10, err_msg=model.__name__)
 
 
 def test_deterministic_inside_the_data_plate_warns_once():
