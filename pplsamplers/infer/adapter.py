@@ -29,6 +29,7 @@ from numpyro.infer import init_to_uniform
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
+from pplsamplers import validation
 from pplsamplers.cache import enable_compilation_cache
 from pplsamplers.infer import metric as metrics
 from pplsamplers.infer.spec import DIVERGENT_JUMP, KernelSpec, WarmupWindow
@@ -135,6 +136,10 @@ class SubsampledKernel(MCMCKernel):
         kernel runs on x = x* + L z with L Lᵀ the posterior covariance estimate (DESIGN §8).
     init_strategy
         NumPyro init strategy, used when there is no mode to start from.
+    steps_per_sample
+        Kernel steps per draw (NumPyro sample); ``None`` (default): the sampler's own
+        default (:attr:`~pplsamplers.infer.spec.KernelSpec.steps_per_sample`: 10 for the
+        step-size kernels, 1 for the PDMPs).  ``sample_stats.data_evals`` counts every step.
     """
 
     sample_field = "z"
@@ -150,7 +155,11 @@ class SubsampledKernel(MCMCKernel):
         control_variate: bool | str | Array = "auto",
         precondition: str | Array | None = "auto",
         init_strategy: Callable = init_to_uniform,
+        steps_per_sample: int | None = None,
     ) -> None:
+        if steps_per_sample is not None:
+            validation.positive_int("steps_per_sample", steps_per_sample)
+            spec = spec._replace(steps_per_sample=int(steps_per_sample))
         self.options = SamplerOptions(
             model=model,
             subsample_size=subsample_size,
@@ -308,6 +317,7 @@ class SubsampledKernel(MCMCKernel):
         first_draw = metrics.window_start(num_warmup)
         guard = spec.stabilize is not None and prepared.whitened
         jump_limit = DIVERGENT_JUMP * math.sqrt(prepared.potential.dim)
+        steps = spec.steps_per_sample
 
         def potential_of(metric: metrics.Metric) -> SubsampledPotential:
             # a state's refined metric holds after warmup too (post_warmup_state, resume)
@@ -315,33 +325,49 @@ class SubsampledKernel(MCMCKernel):
                 return prepared.potential
             return whiten(prepared.batched, metric.center, metric.factor)
 
-        def move(state: SamplerState) -> tuple[SamplerState, Array]:
-            rng_key, step_key, *stage_keys = jax.random.split(state.rng_key, 4)
-            potential = potential_of(state.metric)
-            new_state, info = kernel(step_key, state.kernel_state, potential, state.params)
+        def step(
+            potential: SubsampledPotential, iteration: Array, carry: tuple, step_key: Array
+        ) -> tuple:
+            """One kernel step from ``carry = (kernel state, params, evals, rejected)``."""
+            kernel_state, params, evals, rejected = carry
+            new_state, info = kernel(step_key, kernel_state, potential, params)
             finite = _finite(new_state)
-            params = state.params
             if guard:  # a divergent step is rejected; in warmup it also halves the step size
-                jump = jnp.linalg.norm(spec.position(new_state) - spec.position(state.kernel_state))
+                jump = jnp.linalg.norm(spec.position(new_state) - spec.position(kernel_state))
                 divergent = ~(finite & (jump <= jump_limit))
                 finite = finite & ~divergent
-                shrink = divergent & (state.iteration < num_warmup)
+                shrink = divergent & (iteration < num_warmup)
                 params = jax.tree.map(
                     lambda a, b: jnp.where(shrink, a, b), spec.stabilize(params), params
                 )
-            new_state = jax.tree.map(
-                lambda a, b: jnp.where(finite, a, b), new_state, state.kernel_state
-            )
-            if cost != 1:  # control variates evaluate each datum at x and at the anchor
-                info = info._replace(data_evals=info.data_evals * cost)
+            new_state = jax.tree.map(lambda a, b: jnp.where(finite, a, b), new_state, kernel_state)
+            rejected = rejected + (~finite).astype(jnp.int32)
+            return (new_state, params, evals + info.data_evals, rejected), info
+
+        def move(state: SamplerState) -> tuple[SamplerState, Array]:
+            rng_key, step_key, *stage_keys = jax.random.split(state.rng_key, 4)
+            potential = potential_of(state.metric)
+            one_step = lambda carry, key: step(potential, state.iteration, carry, key)
+            first_key = step_key if steps == 1 else jax.random.fold_in(step_key, 0)
+            start = (state.kernel_state, state.params, 0, jnp.zeros((), jnp.int32))
+            carry, info = one_step(start, first_key)
+            if steps > 1:  # the draw is the last of `steps` steps; info is the last step's
+
+                def body(i: Array, loop: tuple) -> tuple:
+                    return one_step(loop[0], jax.random.fold_in(step_key, i))
+
+                carry, info = jax.lax.fori_loop(1, steps, body, (carry, info))
+            new_state, params, evals, rejected = carry
+            # control variates evaluate each datum at x and at the anchor
+            info = info._replace(data_evals=evals * cost)
             moved = state._replace(
                 z=potential.unravel(spec.position(new_state)),
                 kernel_state=new_state,
                 params=params,
                 info=info,
                 iteration=state.iteration + 1,
-                reverted=~finite,
-                num_reverted=state.num_reverted + (~finite).astype(jnp.int32),
+                reverted=rejected > 0,
+                num_reverted=state.num_reverted + rejected,
                 rng_key=rng_key,
             )
             return moved, jnp.stack(stage_keys)

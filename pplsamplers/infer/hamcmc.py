@@ -14,7 +14,7 @@ import numpy as np
 
 from pplsamplers import validation
 from pplsamplers.infer.adapter import SubsampledKernel
-from pplsamplers.infer.spec import KernelSpec, halve_step_size
+from pplsamplers.infer.spec import STEP_SIZE_STEPS_PER_SAMPLE, KernelSpec, halve_step_size
 from pplsamplers.kernels import hamcmc, sgrld
 from pplsamplers.kernels.hamcmc import Schedule
 from pplsamplers.potential import SubsampledPotential
@@ -110,6 +110,7 @@ def hamcmc_spec(config: HAMCMCConfig) -> KernelSpec:
         diagnostic_fields=("data_evals", "skipped_pairs", "step_size", "curvature", "sgld_start"),
         describe=describe,
         stabilize=halve_step_size,
+        steps_per_sample=STEP_SIZE_STEPS_PER_SAMPLE,
     )
 
 
@@ -142,6 +143,7 @@ def sgrld_spec(config: SGRLDConfig) -> KernelSpec:
         diagnostic_fields=sgrld.SGRLDInfo._fields,
         describe=describe,
         stabilize=halve_step_size,
+        steps_per_sample=STEP_SIZE_STEPS_PER_SAMPLE,
     )
 
 

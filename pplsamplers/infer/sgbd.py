@@ -11,7 +11,12 @@ import jax.numpy as jnp
 
 from pplsamplers import validation
 from pplsamplers.infer.adapter import SubsampledKernel
-from pplsamplers.infer.spec import KernelSpec, WarmupWindow, halve_step_size
+from pplsamplers.infer.spec import (
+    STEP_SIZE_STEPS_PER_SAMPLE,
+    KernelSpec,
+    WarmupWindow,
+    halve_step_size,
+)
 from pplsamplers.kernels import csgld, sgbd
 from pplsamplers.potential import SubsampledPotential, posterior_scale
 from pplsamplers.types import Array, PRNGKey
@@ -93,6 +98,7 @@ def sgbd_spec(config: SGBDConfig) -> KernelSpec:
         diagnostic_fields=sgbd.SGBDInfo._fields,
         describe=describe,
         stabilize=halve_step_size,
+        steps_per_sample=STEP_SIZE_STEPS_PER_SAMPLE,
     )
 
 
@@ -117,6 +123,7 @@ def csgld_spec(config: CSGLDConfig) -> KernelSpec:
         diagnostic_fields=csgld.CSGLDInfo._fields,
         describe=describe,
         stabilize=halve_step_size,
+        steps_per_sample=STEP_SIZE_STEPS_PER_SAMPLE,
     )
 
 

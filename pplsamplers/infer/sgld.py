@@ -11,7 +11,12 @@ import jax.numpy as jnp
 
 from pplsamplers import validation
 from pplsamplers.infer.adapter import SubsampledKernel
-from pplsamplers.infer.spec import KernelSpec, WarmupWindow, halve_step_size
+from pplsamplers.infer.spec import (
+    STEP_SIZE_STEPS_PER_SAMPLE,
+    KernelSpec,
+    WarmupWindow,
+    halve_step_size,
+)
 from pplsamplers.kernels import sgld
 from pplsamplers.potential import (
     SubsampledPotential,
@@ -109,6 +114,7 @@ def sgld_spec(config: SGLDConfig) -> KernelSpec:
         diagnostic_fields=("data_evals", "step_size", "grad_norm"),
         describe=describe,
         stabilize=halve_step_size,
+        steps_per_sample=STEP_SIZE_STEPS_PER_SAMPLE,
     )
 
 

@@ -60,14 +60,14 @@ def test_contract(name, data):
         assert samples["w"].shape == (NUM_CHAINS, NUM_SAMPLES, D), method
         assert np.all(np.isfinite(samples["w"])), method
         runs[method] = samples["w"]
-    # determinism per key, and the chain method does not change the draws
-    again = _run(make(logistic_regression.model), data, "sequential")
-    np.testing.assert_array_equal(again.get_samples(group_by_chain=True)["w"], runs["sequential"])
     np.testing.assert_allclose(runs["vectorized"], runs["sequential"], rtol=1e-6, atol=1e-8)
-    # a plain plate (obs=y, not y[idx]) is subsampled through its arguments: the same
-    # minibatches, so the same draws as the indexed model
-    plain = _run(make(plain_plate_model), data, "vectorized").get_samples(group_by_chain=True)
-    np.testing.assert_allclose(plain["w"], runs["vectorized"], rtol=1e-6, atol=1e-8)
+    # determinism per key, through a fresh kernel on the same model written with a plain plate
+    # (obs=y, not y[idx]; issue 14 item 1): it is subsampled through its arguments, so the
+    # minibatches, and hence the draws, are those of the indexed model
+    again = _run(make(plain_plate_model), data, "sequential")
+    np.testing.assert_allclose(
+        again.get_samples(group_by_chain=True)["w"], runs["sequential"], rtol=1e-6, atol=1e-8
+    )
     # different keys give different draws: the two chains of a run get two keys split from
     # the run's key
     assert not np.allclose(runs["sequential"][0], runs["sequential"][1])

@@ -15,6 +15,7 @@ from numpyro.infer import MCMC
 
 from models import linear_gaussian, skew_normal
 from pplsamplers.infer.sgbd import SGBD
+from pplsamplers.infer.spec import STEP_SIZE_STEPS_PER_SAMPLE
 from pplsamplers.kernels import sgbd, sgld
 from pplsamplers.potential import build_potential
 
@@ -44,7 +45,7 @@ def test_full_batch_sgbd_matches_the_linear_gaussian_posterior():
     )
     mcmc.run(jax.random.key(20240601), A, x, **kwargs)
     idata = az.from_numpyro(mcmc)
-    assert int(idata.sample_stats["data_evals"].min()) == 200
+    assert int(idata.sample_stats["data_evals"].min()) == 200 * STEP_SIZE_STEPS_PER_SAMPLE
     assert float(idata.sample_stats["tau_mean"].max()) == 0.0
     draws = idata.posterior["theta"].values  # (chain, draw, D)
     ess = az.ess(draws)

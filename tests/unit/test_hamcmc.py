@@ -12,6 +12,7 @@ from numpyro.infer import MCMC
 
 from models import linear_gaussian
 from pplsamplers.infer.hamcmc import HAMCMC, SGRLD, HAMCMCConfig, SGRLDConfig, sgrld_spec
+from pplsamplers.infer.spec import STEP_SIZE_STEPS_PER_SAMPLE
 from pplsamplers.kernels import hamcmc, lbfgs, sgrld
 from pplsamplers.potential import build_potential
 
@@ -356,7 +357,8 @@ def test_adapter_exports_diagnostics_to_arviz():
     for field in ("data_evals", "skipped_pairs", "step_size"):
         assert field in stats, field
     # two minibatch gradients per step (each datum costs twice with a control variate)
-    assert int(stats["data_evals"].min()) == 2 * 10 * kernel.potential.cost_per_datum
+    steps = STEP_SIZE_STEPS_PER_SAMPLE  # every step of a draw counts
+    assert int(stats["data_evals"].min()) == 2 * 10 * kernel.potential.cost_per_datum * steps
     assert np.allclose(stats["step_size"], 0.1)
     assert "skipped pairs" in kernel.get_diagnostics_str(mcmc.last_state)
     assert mcmc.get_samples()["theta"].shape == (30, 2)
@@ -375,7 +377,9 @@ def test_sgrld_adapter_runs_with_the_posterior_precision_as_metric():
     mcmc = MCMC(kernel, num_warmup=10, num_samples=20, progress_bar=False)
     mcmc.run(jax.random.key(1), A, x, **kwargs)
     stats = az.from_numpyro(mcmc).sample_stats
-    assert int(stats["data_evals"].min()) == 10 and np.allclose(stats["step_size"], 0.05)
+    assert int(stats["data_evals"].min()) == 10 * STEP_SIZE_STEPS_PER_SAMPLE and np.allclose(
+        stats["step_size"], 0.05
+    )
     assert np.all(np.isfinite(mcmc.get_samples()["theta"]))
     with pytest.raises(ValueError, match="metric"):
         SGRLD(linear_gaussian.model, step_size=0.05, metric=-jnp.eye(2)).init(

@@ -16,6 +16,7 @@ from numpyro.infer.util import log_density
 
 from models import logistic_regression, skew_normal
 from pplsamplers.infer.sgbd import CSGLD, SGBD, CSGLDConfig, SGBDConfig, sgbd_spec
+from pplsamplers.infer.spec import STEP_SIZE_STEPS_PER_SAMPLE
 from pplsamplers.kernels import csgld, sgbd, sgld
 from pplsamplers.potential import build_potential, with_control_variate
 
@@ -320,6 +321,9 @@ def test_csgld_adapter_runs_vectorized(logreg_potential):
     assert draws.shape == (2, 30, 3) and np.all(np.isfinite(draws))
     assert not np.allclose(draws[0], draws[1])
     stats = az.from_numpyro(mcmc).sample_stats
-    assert int(stats["data_evals"].min()) == 20 and "frac_past_breaking_point" in stats
+    assert (
+        int(stats["data_evals"].min()) == 20 * STEP_SIZE_STEPS_PER_SAMPLE
+        and "frac_past_breaking_point" in stats
+    )
     first_chain = jax.tree.map(lambda leaf: leaf[0], mcmc.last_state)
     assert "τ̂" in mcmc.sampler.get_diagnostics_str(first_chain)
