@@ -179,19 +179,20 @@ class HAMCMC(SubsampledKernel):
         Step of the first 2M SGLD steps (default γ ε_t).
     **options
         The options of every sampler: ``subsample_size``, ``data_plate``, ``potential``,
-        ``control_variate``, ``precondition``, ``init_strategy``
+        ``control_variate``, ``precondition``, ``init_strategy``,
+        ``steps_per_sample`` (default 10 here)
         (see :class:`~pplsamplers.infer.adapter.SubsampledKernel`).
 
     Examples
     --------
     A step costs two minibatch gradients, each of 2 × 10 per-datum terms with the control
-    variate (a small γ keeps the first SGLD steps stable):
+    variate, and a draw is ten steps (a small γ keeps the first SGLD steps stable):
 
     >>> from pplsamplers.datasets import tiny_regression
     >>> model, run = tiny_regression()
     >>> mcmc = run(HAMCMC(model, step_size=0.1, initial_scale=0.01, subsample_size=10))
     >>> mcmc.get_samples()["mu"].shape, int(mcmc.get_extra_fields()["data_evals"][-1])
-    ((100,), 40)
+    ((100,), 400)
     """
 
     def __init__(

@@ -165,7 +165,7 @@ class SGBD(SubsampledKernel):
         prefer ``False`` (the §4.2 rule is calibrated for plain minibatches).
     **options
         The options of every sampler: ``subsample_size``, ``data_plate``, ``potential``,
-        ``precondition``, ``init_strategy``
+        ``precondition``, ``init_strategy``, ``steps_per_sample`` (default 10 here)
         (see :class:`~pplsamplers.infer.adapter.SubsampledKernel`).
 
     Examples

@@ -145,7 +145,8 @@ class SGLD(SubsampledKernel):
         β and λ of pSGLD.
     **options
         The options of every sampler: ``subsample_size``, ``data_plate``, ``potential``,
-        ``control_variate``, ``precondition``, ``init_strategy``
+        ``control_variate``, ``precondition``, ``init_strategy``,
+        ``steps_per_sample`` (default 10 here)
         (see :class:`~pplsamplers.infer.adapter.SubsampledKernel`).
 
     Examples
