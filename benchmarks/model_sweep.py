@@ -1,0 +1,200 @@
+"""Every sampler with its defaults on five models written as NumPyro users write them.
+
+Models the robustness suite does not hold, each with raw covariates and N = 10⁴ (a covariate
+around 100 with sd 15, a 0/1 flag and their interaction, as in ``models/robust_linear.py``),
+and every data plate written plainly (``obs=y``, no plate indices, as for NUTS):
+
+* ``linear_hn``: flat coefficients (``ImproperUniform``), a HalfNormal scale;
+* ``poisson``: a log-link Poisson regression with flat coefficients;
+* ``hlogistic``: a non-centred hierarchical logistic regression, 50 groups of very unequal
+  sizes (Dirichlet(0.5) shares), a HalfNormal group scale;
+* ``two_sites``: two observed sites in one plate (a Gaussian and a Bernoulli response);
+* ``plain``: a location and a HalfCauchy scale.
+
+The reference is NumPyro NUTS, 2 × (1000 + 2000) draws, computed on the spot and cached in
+``--cache``.  Each cell runs ``MCMC(kernel, num_warmup=300, num_samples=500, num_chains=2,
+chain_method="vectorized")`` and ``pplsamplers.check_run`` as the robustness suite does, and
+prints ``max |Δmean|/sd_ref``, ``max |sd ratio − 1|``, wall seconds, ``ok``/``MISS`` (the
+suite's tolerance, 0.25 and 0.30) and ``warn``/``quiet`` (the self-check), then the start of
+the first warning.  ``MISS quiet`` is a silent wrong answer.
+
+    .venv/bin/python benchmarks/model_sweep.py                    # all models and samplers
+    .venv/bin/python benchmarks/model_sweep.py --models plain --samplers sbps auto
+
+Examples
+--------
+>>> sorted(MODELS)
+['hlogistic', 'linear_hn', 'plain', 'poisson', 'two_sites']
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+os.environ.setdefault("JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS", "1")
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import numpyro  # noqa: E402
+import numpyro.distributions as dist  # noqa: E402
+from numpyro.distributions import constraints  # noqa: E402
+from numpyro.infer import MCMC, NUTS  # noqa: E402
+
+from pplsamplers import check_run  # noqa: E402
+from tests.robustness.common import (  # noqa: E402
+    MEAN_TOL,
+    SD_TOL,
+    SEED,
+    is_self_check_warning,
+    make_kernel,
+    sampler_names,
+)
+
+jax.config.update("jax_enable_x64", True)
+N, GROUPS = 10_000, 50
+
+
+def flat(name: str, k: int) -> jax.Array:
+    """A flat prior on R^k."""
+    return numpyro.sample(name, dist.ImproperUniform(constraints.real, (), (k,)))
+
+
+def linear(X, y):
+    b = flat("b", X.shape[1])
+    sigma = numpyro.sample("sigma", dist.HalfNormal(10.0))
+    with numpyro.plate("data", X.shape[0]):
+        numpyro.sample("y", dist.Normal(X @ b, sigma), obs=y)
+
+
+def poisson(X, y):
+    b = flat("b", X.shape[1])
+    with numpyro.plate("data", X.shape[0]):
+        numpyro.sample("y", dist.Poisson(jnp.exp(X @ b)), obs=y)
+
+
+def hlogistic(age, group, y):
+    mu = numpyro.sample("mu", dist.Normal(0.0, 10.0))
+    tau = numpyro.sample("tau", dist.HalfNormal(2.0))
+    b = numpyro.sample("b", dist.Normal(0.0, 10.0))
+    with numpyro.plate("groups", GROUPS):
+        z = numpyro.sample("z", dist.Normal(0.0, 1.0))
+    with numpyro.plate("data", age.shape[0]):
+        numpyro.sample("y", dist.Bernoulli(logits=mu + tau * z[group] + b * age), obs=y)
+
+
+def two_sites(age, ya, yb):
+    a, c = flat("a", 2), flat("c", 2)
+    sigma = numpyro.sample("sigma", dist.LogNormal(0.0, 2.0))
+    with numpyro.plate("data", age.shape[0]):
+        numpyro.sample("ya", dist.Normal(a[0] + a[1] * age, sigma), obs=ya)
+        numpyro.sample("yb", dist.Bernoulli(logits=c[0] + c[1] * age), obs=yb)
+
+
+def plain(y):
+    mu = numpyro.sample("mu", dist.Normal(0.0, 1000.0))
+    sigma = numpyro.sample("sigma", dist.HalfCauchy(100.0))
+    with numpyro.plate("N", y.shape[0]):
+        numpyro.sample("obs", dist.Normal(mu, sigma), obs=y)
+
+
+def make_data(seed: int = 11) -> dict[str, tuple]:
+    """``{name: (model, args)}`` of the five models (module docstring)."""
+    rng = np.random.default_rng(seed)
+    age = rng.normal(100, 15, N)
+    flag = rng.integers(0, 2, N).astype(float)
+    X = np.stack([np.ones(N), age, flag, age * flag], 1)
+    y_linear = X @ np.array([3.0, 0.05, -2.0, 0.02]) + 1.5 * rng.normal(size=N)
+    y_poisson = rng.poisson(np.exp(X @ np.array([-1.0, 0.015, 0.3, 0.002]))).astype(float)
+    group = rng.choice(GROUPS, N, p=rng.dirichlet(np.full(GROUPS, 0.5)))
+    logit = -0.5 + 0.8 * rng.normal(size=GROUPS)[group] + 0.02 * (age - 100)
+    y_hier = (rng.uniform(size=N) < 1 / (1 + np.exp(-logit))).astype(float)
+    ya = 1.0 + 0.03 * age + 2.0 * rng.normal(size=N)
+    yb = (rng.uniform(size=N) < 1 / (1 + np.exp(-(-3 + 0.03 * age)))).astype(float)
+    y_plain = 250.0 + 40.0 * rng.standard_normal(N)
+    arrays = lambda *a: tuple(jnp.asarray(v) for v in a)
+    return {
+        "linear_hn": (linear, arrays(X, y_linear)),
+        "poisson": (poisson, arrays(X, y_poisson)),
+        "hlogistic": (hlogistic, arrays(age, group, y_hier)),
+        "two_sites": (two_sites, arrays(age, ya, yb)),
+        "plain": (plain, arrays(y_plain)),
+    }
+
+
+MODELS = ("linear_hn", "poisson", "hlogistic", "two_sites", "plain")
+
+
+def nuts_reference(name: str, model, args: tuple, cache: Path) -> dict:
+    """``{site: (mean, sd)}`` from NumPyro NUTS, 2 × (1000 + 2000), cached as JSON."""
+    path = cache / f"{name}_nuts.json"
+    if not path.exists():
+        mcmc = MCMC(NUTS(model), num_warmup=1000, num_samples=2000, num_chains=2,
+                    chain_method="sequential", progress_bar=False)  # fmt: skip
+        mcmc.run(jax.random.key(0), *args)
+        stored = {k: [np.mean(v, 0).tolist(), np.std(v, 0).tolist()]
+                  for k, v in mcmc.get_samples().items()}  # fmt: skip
+        cache.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(stored))
+    return {k: (np.asarray(m), np.asarray(s)) for k, (m, s) in json.loads(path.read_text()).items()}
+
+
+def run_cell(sampler: str, model, args: tuple, ref: dict) -> str:
+    """One cell's line (module docstring)."""
+    start, error = time.perf_counter(), None
+    with warnings.catch_warnings(record=True) as records:
+        warnings.simplefilter("always")
+        try:
+            mcmc = MCMC(make_kernel(sampler, model), num_warmup=300, num_samples=500,
+                        num_chains=2, chain_method="vectorized", progress_bar=False)  # fmt: skip
+            mcmc.run(jax.random.key(SEED), *args)
+            draws = mcmc.get_samples()
+            check_run(mcmc)
+        except Exception as exc:  # noqa: BLE001 - reported in the table
+            error = f"{type(exc).__name__}: {str(exc)[:160]}"
+    seconds = time.perf_counter() - start
+    if error:
+        return f"ERROR {error}"
+    lines = [str(r.message).splitlines()[0] for r in records if is_self_check_warning(r)]
+    mean_err = max(
+        float(np.max(np.abs(np.asarray(draws[k]).mean(0) - m) / s)) for k, (m, s) in ref.items()
+    )
+    sd_err = max(
+        float(np.max(np.abs(np.asarray(draws[k]).std(0) / s - 1))) for k, (m, s) in ref.items()
+    )
+    ok = mean_err <= MEAN_TOL and sd_err <= SD_TOL
+    verdict = ("ok" if ok else "MISS") + (" warn" if lines else " quiet")
+    return f"{mean_err:8.3g} {sd_err:8.3g} {seconds:5.0f}s  {verdict:10s} {lines[0][:90] if lines else ''}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--samplers", nargs="*", default=None, help="default: all but NUTS")
+    parser.add_argument("--cache", type=Path, default=ROOT / "benchmarks" / ".model_sweep")
+    args = parser.parse_args()
+    data = make_data()
+    misses = silent = 0
+    print(f"{'model':10s} {'sampler':10s} {'mean err':>8s} {'sd err':>8s}  wall  verdict")
+    for name in args.models:
+        model, model_args = data[name]
+        ref = nuts_reference(name, model, model_args, args.cache)
+        for sampler in args.samplers or sampler_names():
+            line = run_cell(sampler, model, model_args, ref)
+            misses += "MISS" in line or "ERROR" in line
+            silent += "MISS quiet" in line
+            print(f"{name:10s} {sampler:10s} {line}", flush=True)
+    print(f"\n{misses} cells miss or fail; {silent} silently.")
+
+
+if __name__ == "__main__":
+    main()
