@@ -236,6 +236,35 @@ def _row_sliced(model: Callable, N: int, indices: Array) -> Callable:
     return sliced
 
 
+def row_slices_agree(
+    model: Callable,
+    model_args: tuple,
+    model_kwargs: dict,
+    info: SiteInfo,
+    init_strategy: Callable,
+    count: int,
+) -> bool:
+    """Whether the row-sliced model (``info.slice_rows``) gives the full model's per-datum
+    terms on rows 0..count-1 and its global term, at an init-strategy point (one compiled
+    full-data pass): an argument with N rows that is not per-datum breaks it."""
+    full = make_terms(model, model_args, model_kwargs, info._replace(slice_rows=False))
+    rows = make_terms(model, model_args, model_kwargs, info._replace(slice_rows=True))
+
+    @jax.jit
+    def agree(params: dict) -> Array:
+        global_full, every = full(params, jnp.arange(info.data_size))
+        global_rows, some = rows(params, jnp.arange(count))
+        a = jnp.append(every[:count], global_full)
+        b = jnp.append(some, global_rows)
+        tol = 1e-9 if a.dtype == jnp.float64 else 1e-4
+        return jnp.all(jnp.isfinite(a) & (jnp.abs(a - b) <= tol * (1.0 + jnp.abs(a))))
+
+    start = initial_values(
+        jax.random.PRNGKey(0), model, model_args, model_kwargs, info, init_strategy
+    )
+    return bool(agree(start))
+
+
 def _fixed_plate_model(model: Callable, info: SiteInfo, indices: Array | None) -> Callable:
     if info.data_plate is None:
         return model
@@ -411,5 +440,6 @@ __all__ = [
     "make_constrain",
     "make_terms",
     "make_unconstrain",
+    "row_slices_agree",
     "set_plate",
 ]

@@ -170,7 +170,9 @@ def check_plate_indexing(view: ModelView) -> ModelView:
         return view
     if info.model_subsample_size is None:
         sliced = view._replace(info=info._replace(slice_rows=True))
-        if _plate_indexing_problem(sliced, count) is None and _slices_agree(view, sliced, count):
+        if _plate_indexing_problem(sliced, count) is None and _numpyro.row_slices_agree(
+            view.model, view.model_args, view.model_kwargs, info, view.init_strategy, count
+        ):
             return sliced
     site, length, error = problem
     raise _tracing._unindexed_plate_error(site, info.data_plate, length, count) from error
@@ -201,34 +203,6 @@ def _plate_indexing_problem(
             if length is not None and length != count:
                 return site, length, None
     return None
-
-
-def _slices_agree(view: ModelView, sliced: ModelView, count: int) -> bool:
-    """Whether the row-sliced model's per-datum terms on rows 0..count-1 equal the full
-    model's, at an init-strategy point (one compiled full-data pass): an argument with N
-    rows that is not per-datum breaks it."""
-    info = view.info
-    full = _numpyro.make_terms(view.model, view.model_args, view.model_kwargs, info)
-    rows = _numpyro.make_terms(sliced.model, sliced.model_args, sliced.model_kwargs, sliced.info)
-
-    @jax.jit
-    def agree(params: dict) -> Array:
-        global_full, every = full(params, jnp.arange(info.data_size))
-        global_rows, some = rows(params, jnp.arange(count))
-        a = jnp.append(every[:count], global_full)
-        b = jnp.append(some, global_rows)
-        tol = 1e-9 if a.dtype == jnp.float64 else 1e-4
-        return jnp.all(jnp.isfinite(a) & (jnp.abs(a - b) <= tol * (1.0 + jnp.abs(a))))
-
-    params = _numpyro.initial_values(
-        jax.random.PRNGKey(0),
-        view.model,
-        view.model_args,
-        view.model_kwargs,
-        info,
-        view.init_strategy,
-    )
-    return bool(agree(params))
 
 
 def _observed_sites(view: ModelView) -> list[dict]:
