@@ -170,9 +170,13 @@ def check_plate_indexing(view: ModelView) -> ModelView:
         return view
     if info.model_subsample_size is None:
         sliced = view._replace(info=info._replace(slice_rows=True))
-        if _plate_indexing_problem(sliced, count) is None and _numpyro.row_slices_agree(
-            view.model, view.model_args, view.model_kwargs, info, view.init_strategy, count
-        ):
+        try:
+            fits = _plate_indexing_problem(sliced, count) is None and _numpyro.row_slices_agree(
+                view.model, view.model_args, view.model_kwargs, info, view.init_strategy, count
+            )
+        except Exception:  # noqa: BLE001 - slicing does not fit this model: the error below
+            fits = False
+        if fits:
             return sliced
     site, length, error = problem
     raise _tracing._unindexed_plate_error(site, info.data_plate, length, count) from error
