@@ -51,9 +51,10 @@ class SamplerState(NamedTuple):
     kernel's state (in the kernel's, possibly whitened, coordinates), ``params`` its
     tunables, ``info`` its last ``Info``, whose fields are readable as attributes of the
     state itself (``state.data_evals``): that is how NumPyro's ``extra_fields`` and ArviZ's
-    ``sample_stats`` find them.  ``reverted`` flags a step whose result was not finite and
-    was therefore rejected (``diverging`` is the same flag under NumPyro's name);
-    ``num_reverted`` counts them.  ``metric`` is the chain's own whitening x = c + L z,
+    ``sample_stats`` find them.  ``reverted`` flags a draw in which a step's result was not
+    finite (or, for the step-size kernels, divergent) and was therefore rejected
+    (``diverging`` is the same flag under NumPyro's name); ``num_reverted`` counts such
+    draws.  ``metric`` is the chain's own whitening x = c + L z,
     which warmup refines from the chain's draws (``metric_stats``: the current window's).
     """
 
@@ -367,7 +368,7 @@ class SubsampledKernel(MCMCKernel):
                 info=info,
                 iteration=state.iteration + 1,
                 reverted=rejected > 0,
-                num_reverted=state.num_reverted + rejected,
+                num_reverted=state.num_reverted + (rejected > 0).astype(jnp.int32),
                 rng_key=rng_key,
             )
             return moved, jnp.stack(stage_keys)
