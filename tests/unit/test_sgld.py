@@ -2,6 +2,7 @@
 
 import jax
 import numpy as np
+import pytest
 from numpyro.infer import MCMC
 
 from models import logistic_regression
@@ -28,3 +29,20 @@ def test_psgld_steps_never_exceed_the_sgld_step():
     steps = float(psgld.step_size) * np.asarray(psgld.inverse_metric)
     assert np.all(steps <= sgld_step * (1 + 1e-6)), (steps, sgld_step)
     assert np.min(steps) < sgld_step  # RMSprop does slow some coordinates down
+
+
+def test_steps_per_sample_counts_every_step_and_is_validated():
+    """A draw of a step-size kernel is ``steps_per_sample`` kernel steps (default 10), each
+    counted in ``data_evals``; one step per draw is the kernel's own chain."""
+    from pplsamplers.datasets import tiny_regression
+    from pplsamplers.infer.spec import STEP_SIZE_STEPS_PER_SAMPLE
+
+    model, run = tiny_regression()
+    fixed = dict(step_size=1e-3, subsample_size=10, control_variate=False, precondition=None)
+    for steps, expected in ((None, STEP_SIZE_STEPS_PER_SAMPLE), (1, 1), (3, 3)):
+        options = fixed if steps is None else {**fixed, "steps_per_sample": steps}
+        mcmc = run(SGLD(model, **options), num_warmup=10, num_samples=20)
+        evals = np.asarray(mcmc.get_extra_fields()["data_evals"])
+        assert np.all(evals == 10 * expected), (steps, evals[:3])
+    with pytest.raises(ValueError, match="steps_per_sample"):
+        SGLD(model, steps_per_sample=0)
