@@ -15,9 +15,8 @@ Facts used (probed on NumPyro 0.22):
   (``with numpyro.plate("data", len(y)): numpyro.sample("y", ..., obs=y)``, the usual
   NumPyro style, which NUTS accepts) is subsampled through its arguments instead
   (:attr:`SiteInfo.slice_rows`): every array argument with N rows along its first axis is
-  replaced by the minibatch's rows before the model runs, and the plate's indices are
-  fixed as usual; the plate then declares either n (a size read off the data) or N (a
-  constant), and :func:`make_terms` reads which from the traced plate.
+  replaced by the minibatch's rows before the model runs; the plate then declares n (a size
+  read off the data) or N (a constant), and :func:`make_terms` reads which from the trace.
 """
 
 from __future__ import annotations
@@ -236,6 +235,14 @@ def _row_sliced(model: Callable, N: int, indices: Array) -> Callable:
     return sliced
 
 
+def terms_match(terms: Array, reference: Array) -> Array:
+    """Whether ``terms`` are finite and equal ``reference`` up to rounding (1e-9, 1e-4 in f32)."""
+    tol = 1e-9 if terms.dtype == jnp.float64 else 1e-4
+    return jnp.all(
+        jnp.isfinite(terms) & (jnp.abs(terms - reference) <= tol * (1.0 + jnp.abs(reference)))
+    )
+
+
 def row_slices_agree(
     model: Callable,
     model_args: tuple,
@@ -254,10 +261,7 @@ def row_slices_agree(
     def agree(params: dict) -> Array:
         global_full, every = full(params, jnp.arange(info.data_size))
         global_rows, some = rows(params, jnp.arange(count))
-        a = jnp.append(every[:count], global_full)
-        b = jnp.append(some, global_rows)
-        tol = 1e-9 if a.dtype == jnp.float64 else 1e-4
-        return jnp.all(jnp.isfinite(a) & (jnp.abs(a - b) <= tol * (1.0 + jnp.abs(a))))
+        return terms_match(jnp.append(some, global_rows), jnp.append(every[:count], global_full))
 
     start = initial_values(
         jax.random.PRNGKey(0), model, model_args, model_kwargs, info, init_strategy
@@ -442,4 +446,5 @@ __all__ = [
     "make_unconstrain",
     "row_slices_agree",
     "set_plate",
+    "terms_match",
 ]

@@ -70,12 +70,7 @@ def _terms_agree(view: ModelView, shuffled: ModelView, order: np.ndarray, key: P
     @jax.jit
     def agree(params: dict) -> Array:
         pairs = zip(original(params, source), moved(params, jnp.arange(rows)), strict=True)
-        checks = []
-        for a, b in pairs:
-            tol = 1e-9 if a.dtype == jnp.float64 else 1e-4
-            close = jnp.abs(a - b) <= tol * (1.0 + jnp.abs(b))
-            checks.append(jnp.all(jnp.isfinite(a) & close))
-        return jnp.all(jnp.stack(checks))
+        return jnp.all(jnp.stack([_numpyro.terms_match(a, b) for a, b in pairs]))
 
     for point_key in jax.random.split(key, 2):
         params = _numpyro.initial_values(
