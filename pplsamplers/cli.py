@@ -199,7 +199,8 @@ def run_job(
     notes = {
         k[len("pplsamplers_") :]: v for k, v in idata.attrs.items() if k.startswith("pplsamplers_")
     }
-    for key in ("mode", "precondition", "control_variate", "subsample_size", "minibatch_rows"):
+    shown = ("data_plate", "mode", "precondition", "control_variate", "subsample_size")
+    for key in (*shown, "minibatch_rows"):
         if key in notes:
             print_fn(f"{key.replace('_', ' ')}: {notes[key]}")
     check = getattr(mcmc.sampler, "self_check_result", None)

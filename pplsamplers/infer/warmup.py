@@ -294,6 +294,10 @@ def mode_stage(options: SamplerOptions, model_args: tuple, model_kwargs: dict) -
 def _mode_stage(options: SamplerOptions, model_args: tuple, model_kwargs: dict) -> ModeStage:
     base, n, view, rows = _base(options, model_args, model_kwargs)
     notes: dict[str, str] = {"minibatch_rows": rows}
+    if view is not None and view.data_plate is not None:
+        notes["data_plate"] = f"'{view.data_plate}', N = {base.N}" + (
+            "" if options.data_plate is None else " (given)"
+        )
     dtype = base.init_position.dtype
     precondition, choice = options.precondition, options.control_variate
     needs_mode = (

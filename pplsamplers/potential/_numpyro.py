@@ -138,13 +138,18 @@ def inspect_model(
         candidates = sorted(over_obs or ())
         if len(candidates) > 1:
             narrowed = [c for c in candidates if c in subsampled]
-            if len(narrowed) == 1:
-                candidates = narrowed
-            else:
+            if len(narrowed) != 1:
+                # every plate over the observed sites is a conditional independence, so
+                # subsampling any of them is unbiased: take the one with the most terms
+                sizes = {c: int(plates[c]["args"][0]) for c in candidates}
+                largest = max(sizes.values())
+                narrowed = [c for c in candidates if sizes[c] == largest]
+            if len(narrowed) != 1:
                 raise ValueError(
-                    f"several plates cover the observed sites ({', '.join(candidates)}); "
-                    "name the data plate with data_plate='<name>'."
+                    f"several plates of the same size cover the observed sites "
+                    f"({', '.join(candidates)}); name the data plate with data_plate='<name>'."
                 )
+            candidates = narrowed
         data_plate = candidates[0] if candidates else None
     elif len([s for s in subsampled if s != data_plate]) > 0:
         other = [s for s in subsampled if s != data_plate]

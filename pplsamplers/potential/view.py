@@ -196,7 +196,7 @@ def _plate_indexing_problem(
     except (ValueError, TypeError) as error:
         if not _tracing._is_broadcast_error(error):
             raise
-        sites = _observed_sites(view)
+        sites = _observed_sites(view, factors=True)
         if not sites:
             raise
         return sites[0], info.data_size, error
@@ -209,9 +209,9 @@ def _plate_indexing_problem(
     return None
 
 
-def _observed_sites(view: ModelView) -> list[dict]:
-    """Observed sites (not factors) inside the data plate, traced over all N (one compiled
-    pass; their values are concrete)."""
+def _observed_sites(view: ModelView, factors: bool = False) -> list[dict]:
+    """Observed sites inside the data plate (``numpyro.factor`` sites too when ``factors``),
+    traced over all N (one compiled pass; their values are concrete)."""
     full = _numpyro._fixed_plate_model(view.model, view.info, None)
     trace = _tracing._trace(
         full, view.model_args, view.model_kwargs, view.init_strategy, staged=True
@@ -222,7 +222,7 @@ def _observed_sites(view: ModelView) -> list[dict]:
         for site in trace.values()
         if site["type"] == "sample"
         and site["is_observed"]
-        and not isinstance(site["fn"], Unit)
+        and (factors or not isinstance(site["fn"], Unit))
         and (plate is None or plate in _plates_of(site))
     ]
 

@@ -1,5 +1,7 @@
 """Bad input gets a clear error naming the site or argument (DESIGN §7)."""
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -305,6 +307,57 @@ def test_plain_plate_is_subsampled_through_its_arguments():
             strict=True,
         ):
             np.testing.assert_allclose(got, want, rtol=1e-10, err_msg=model.__name__)
+
+
+def test_per_datum_factor_and_nested_plates_are_subsampled_like_indexed_models():
+    """Two more ways NumPyro users write a likelihood that NUTS accepts: a per-datum
+    ``numpyro.factor`` in a plain plate (it used to crash with a bare broadcasting error), and
+    a data plate with an inner plate over columns (it used to ask for ``data_plate``: the
+    largest plate is taken, as subsampling any plate of a factorised likelihood is unbiased).
+    Both give the indexed model's potential; two plates of one size still need the name."""
+    X, y = _data()
+    Y = jnp.stack([y, 2 * y + 1, -y], axis=1)
+
+    def indexed_factor(X, y):
+        w = numpyro.sample("w", dist.Normal(0, 1).expand([X.shape[1]]).to_event(1))
+        with numpyro.plate("data", X.shape[0]) as idx:
+            numpyro.factor("ll", dist.Normal(X[idx] @ w, 1.5).log_prob(y[idx]))
+
+    def plain_factor(X, y):
+        w = numpyro.sample("w", dist.Normal(0, 1).expand([X.shape[1]]).to_event(1))
+        with numpyro.plate("data", X.shape[0]):
+            numpyro.factor("ll", dist.Normal(X @ w, 1.5).log_prob(y))
+
+    def nested(Y, inner_size=3):
+        mu = numpyro.sample("mu", dist.Normal(0, 10).expand([Y.shape[1]]).to_event(1))
+        with numpyro.plate("rows", Y.shape[0], dim=-2):
+            with numpyro.plate("columns", inner_size, dim=-1):
+                numpyro.sample("y", dist.Normal(mu, 2.0), obs=Y)
+
+    def nested_indexed(Y):
+        mu = numpyro.sample("mu", dist.Normal(0, 10).expand([Y.shape[1]]).to_event(1))
+        with numpyro.plate("rows", Y.shape[0], dim=-2) as idx:
+            with numpyro.plate("columns", Y.shape[1], dim=-1):
+                numpyro.sample("y", dist.Normal(mu, 2.0), obs=Y[idx])
+
+    for model, want, args in (
+        (plain_factor, indexed_factor, (X, y)),
+        (nested, nested_indexed, (Y,)),
+    ):
+        reference = make_potential(want, args, subsample_size=20)
+        potential = make_potential(model, args, subsample_size=20)
+        assert potential.N == reference.N == X.shape[0], model.__name__
+        x = jnp.linspace(-0.5, 0.5, reference.dim)
+        rows = reference.sample_indices(jax.random.key(3))
+        for got, expected in zip(
+            (*potential.full_value_and_grad(x), *potential.value_and_grad(x, rows)),
+            (*reference.full_value_and_grad(x), *reference.value_and_grad(x, rows)),
+            strict=True,
+        ):
+            np.testing.assert_allclose(got, expected, rtol=1e-10, err_msg=model.__name__)
+    square = jnp.ones((X.shape[0], X.shape[0]))
+    with pytest.raises(ValueError, match=r"same size cover.*\(columns, rows\).*data_plate="):
+        make_potential(partial(nested, inner_size=X.shape[0]), (square,), subsample_size=20)
 
 
 def test_deterministic_inside_the_data_plate_warns_once():
