@@ -120,13 +120,27 @@ def make_reference(
             # summed squared gradients are not available there: use the exact diagonal
             curvature = "hessian"
             cost.notes.append("curvature 'fisher' replaced by 'hessian' (control variate)")
-        reference = build_reference(
-            jax.random.PRNGKey(config.map_seed),
-            potential,
-            curvature=curvature,
-            gamma=config.gamma,
-            mean=mean,
-        )
+        try:
+            reference = build_reference(
+                jax.random.PRNGKey(config.map_seed),
+                potential,
+                curvature=curvature,
+                gamma=config.gamma,
+                mean=mean,
+            )
+        except ValueError:
+            if not potential.whitened:
+                raise
+            # the shared warmup's centre need not be a minimum (a variational fit's mean on a
+            # curved posterior): its curvature is no covariance there, but the whitening
+            # already gives the posterior unit scale, so the reference is N(x*, γ I) in z
+            reference = gaussian_reference(
+                mean, jnp.full(potential.dim, config.gamma, jnp.asarray(mean).dtype)
+            )
+            cost.notes.append(
+                f"curvature {curvature!r} at the reference mean is not positive definite: "
+                "reference N(x*, γ I) in the shared warmup's whitened coordinates"
+            )
         evals += potential.N * (1 if curvature == "fisher" else potential.dim)
     cost.seconds, cost.data_evals = time.perf_counter() - started, evals
     return reference

@@ -106,6 +106,13 @@ class SubsampledPotential(NamedTuple):
         """True when every evaluation sees all N data."""
         return self.n == self.N
 
+    @property
+    def whitened(self) -> bool:
+        """True when the potential runs in coordinates other than the model's (x = c + L z,
+        :func:`~pplsamplers.potential.with_preconditioner`), where the posterior has about
+        unit scale."""
+        return self.to_model is not _identity
+
     def all_indices(self) -> Array:
         """Every datum index, for a deterministic full-batch evaluation."""
         return jnp.arange(self.N)

@@ -227,3 +227,26 @@ def test_user_reference_is_mapped_to_the_kernel_coordinates():
     ref = kernel_reference(diagonal, np.zeros(D), np.full(D, 4.0))
     assert ref.is_diagonal
     np.testing.assert_allclose(ref.variance, np.ones(D), rtol=1e-6)
+
+
+def test_reference_in_whitened_coordinates_falls_back_to_unit_scale_off_a_minimum():
+    """The shared warmup's centre may be a variational fit's mean, not a minimum (a curved,
+    non-centred hierarchical posterior: AutoSampler used to crash there on the Hessian's
+    negative diagonal).  In whitened coordinates the posterior has unit scale, so the
+    automatic reference becomes N(x*, γ I) and says so; in the model's own coordinates, where
+    no scale is known, the error stays."""
+    from pplsamplers.infer.boomerang import BoomerangConfig, SetupCost, make_reference
+    from pplsamplers.potential import with_preconditioner
+
+    # a double well: the curvature at 0 is −1 in the first coordinate
+    terms = lambda x, idx: (-0.5 * x[0] ** 2 + 0.25 * x[0] ** 4 + 0.5 * x[1] ** 2, jnp.zeros(1))
+    potential = build_potential(terms, dim=2, N=1, n=1, init_position=jnp.zeros(2))
+    config, cost = BoomerangConfig(gamma=0.5), SetupCost()
+    with pytest.raises(ValueError, match="not positive definite"):
+        make_reference(config, potential, cost, mode=jnp.zeros(2))
+    white = with_preconditioner(potential, jnp.zeros(2), jnp.array([1.0, 2.0]))
+    assert white.whitened and not potential.whitened
+    reference = make_reference(config, white, cost, mode=jnp.zeros(2))
+    np.testing.assert_allclose(reference.mean, np.zeros(2))
+    np.testing.assert_allclose(reference.variance, [0.5, 0.5])
+    assert "not positive definite" in cost.notes[-1]

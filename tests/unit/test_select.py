@@ -179,6 +179,13 @@ def _features(**changes):
         # the same posterior at N = 10⁶: NUTS is not affordable, the minibatch kernels rank
         (dict(dim=304, quadratic_misfit=1.8, num_data=10**6), "sbps", "non-Gaussian"),
         (dict(dim=20, quadratic_misfit=1.8, num_data=10_000), "sbps", "non-Gaussian"),
+        # a poor Laplace fit of the whole posterior counts at any D (a non-centred model with
+        # 20 well-identified groups: D = 23, log-weight sd 1.4e3; Boomerang was 3 sd away)
+        (
+            dict(dim=23, quadratic_misfit=0.04, laplace_weight_sd=1.4e3, num_data=20_000),
+            "nuts",
+            "hierarchical",
+        ),
         # y ~ Uniform(0, θ): a hard edge at the data, which no minibatch sees
         (dict(edge_sites=("y",), num_data=10**6), "nuts", "depends on the latent values"),
     ],
