@@ -32,14 +32,20 @@ from numpyro.util import is_prng_key
 from pplsamplers import validation
 from pplsamplers.cache import enable_compilation_cache
 from pplsamplers.infer import metric as metrics
-from pplsamplers.infer.spec import DIVERGENT_JUMP, KernelSpec, WarmupWindow
+from pplsamplers.infer.spec import DIVERGENT_JUMP, GRADIENT_LIMIT, KernelSpec, WarmupWindow
 from pplsamplers.infer.warmup import (
     Prepared,
     SamplerOptions,
     prepare,
     starting_point,
 )
-from pplsamplers.potential import SubsampledPotential, is_concrete, mesh_sharded, whiten
+from pplsamplers.potential import (
+    SubsampledPotential,
+    is_concrete,
+    mesh_sharded,
+    whiten,
+    with_clipped_gradient,
+)
 from pplsamplers.potential.sharding import chain_sharding
 from pplsamplers.types import Array, PRNGKey
 
@@ -318,13 +324,16 @@ class SubsampledKernel(MCMCKernel):
         first_draw = metrics.window_start(num_warmup)
         guard = spec.stabilize is not None and prepared.whitened
         jump_limit = DIVERGENT_JUMP * math.sqrt(prepared.potential.dim)
+        gradient_limit = GRADIENT_LIMIT * math.sqrt(prepared.potential.dim)
         steps = spec.steps_per_sample
 
         def potential_of(metric: metrics.Metric) -> SubsampledPotential:
             # a state's refined metric holds after warmup too (post_warmup_state, resume)
-            if not prepared.adapt_metric:
-                return prepared.potential
-            return whiten(prepared.batched, metric.center, metric.factor)
+            potential = prepared.potential
+            if prepared.adapt_metric:
+                potential = whiten(prepared.batched, metric.center, metric.factor)
+            # a step-size kernel's step is bounded where the gradient runs away (whitened)
+            return with_clipped_gradient(potential, gradient_limit) if guard else potential
 
         def step(
             potential: SubsampledPotential, iteration: Array, carry: tuple, step_key: Array

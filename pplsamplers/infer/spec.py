@@ -126,6 +126,15 @@ grows geometrically and passes the limit a few steps after it starts, long befor
 overflows."""
 
 
+GRADIENT_LIMIT = 10.0
+"""A step-size kernel's minibatch gradient is clipped to norm ``GRADIENT_LIMIT`` √D in
+whitened coordinates (:func:`~pplsamplers.potential.with_clipped_gradient`; ‖∇U‖ ≈ √D in the
+bulk of a unit-scale posterior).  Rejecting a long step alone cannot help a chain that sits
+where the gradient is steep: every later step from there is as long.  On a log-scale latent
+under an exponential prior (∇U ∝ eᵘ) one SGLD chain ran off that way and froze with its
+step size halved to 0."""
+
+
 def halve_step_size(params: Any) -> Any:
     """``params`` with ``step_size`` halved: :attr:`KernelSpec.stabilize` of SG kernels."""
     return params._replace(step_size=params.step_size * 0.5)
@@ -133,6 +142,7 @@ def halve_step_size(params: Any) -> Any:
 
 __all__ = [
     "DIVERGENT_JUMP",
+    "GRADIENT_LIMIT",
     "STEP_SIZE_STEPS_PER_SAMPLE",
     "Kernel",
     "KernelSpec",

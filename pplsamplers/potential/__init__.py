@@ -28,6 +28,7 @@ from pplsamplers.potential.subsampled import (
     SubsampledPotential,
     build_potential,
     with_batch_size,
+    with_clipped_gradient,
     with_control_variate,
 )
 from pplsamplers.potential.view import (
@@ -54,6 +55,7 @@ __all__ = [
     "model_info",
     "suggest_sgld_step_size",
     "with_batch_size",
+    "with_clipped_gradient",
     "with_control_variate",
     "ModelView",
     "flatten_init_params",

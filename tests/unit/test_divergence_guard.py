@@ -59,3 +59,31 @@ def test_without_warmup_divergent_steps_are_rejected_and_counted():
 def test_hamcmc_declares_the_guard():
     model, _ = tiny_regression()
     assert HAMCMC(model).spec.stabilize is halve_step_size
+
+
+def test_a_chain_started_on_a_steep_tail_comes_back():
+    """A log-scale latent under an exponential prior has ∇U ∝ eᵘ: at s = e¹² (8 Laplace sds
+    above the mode s = 50) one SGLD step at the default ε would jump 300 sds, so the guard
+    rejected every step and the chain froze there (a chain of a positive-ordered model did
+    so in a sweep of unseen models).  The clipped gradient (``GRADIENT_LIMIT`` √D) brings it
+    back to the posterior in a few steps, without warmup to shrink the step."""
+    import numpyro
+    import numpyro.distributions as dist
+
+    from pplsamplers.infer.spec import GRADIENT_LIMIT
+
+    def model(y):
+        mu = numpyro.sample("mu", dist.Normal(0.0, 10.0))
+        numpyro.sample("s", dist.Exponential(0.02))  # only its prior: posterior Exp(0.02)
+        with numpyro.plate("data", y.shape[0]):
+            numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
+
+    y = jnp.asarray(np.random.default_rng(0).normal(size=200))
+    mcmc = MCMC(SGLD(model), num_warmup=0, num_samples=300, progress_bar=False)
+    start = {"mu": jnp.asarray(0.0), "s": jnp.asarray(12.0)}  # unconstrained, as in NumPyro
+    mcmc.run(jax.random.key(0), y, init_params=start, extra_fields=("diverging",))
+    s = np.asarray(mcmc.get_samples()["s"])
+    assert GRADIENT_LIMIT < DIVERGENT_JUMP / 0.1  # a clipped step stays far below the jump limit
+    assert np.all(np.isfinite(s)) and np.ptp(s[100:]) > 0  # it moves
+    assert np.median(s[100:]) < 500  # back in the bulk of Exp(0.02) (without: e¹² ≈ 1.6e5)
+    assert int(np.sum(mcmc.get_extra_fields()["diverging"])) == 0
