@@ -265,6 +265,7 @@ def self_check(
     names: list[str] | None = None,
     thresholds: Thresholds = Thresholds(),
     whiten: str = "auto",
+    alternatives: tuple[str, ...] = ("another sampler", "AutoSampler"),
 ) -> SelfCheck:
     """Check a finished run: convergence, frozen/diverged chains, full-data Stein identities.
 
@@ -279,6 +280,8 @@ def self_check(
     thresholds : :class:`Thresholds` (justified in the module docstring).
     whiten : ``"auto"`` (dense S for D ≤ 1000 with ≥ 2D draws, else diagonal), ``"dense"``,
         ``"diag"``.
+    alternatives : the last fixes a failed check suggests (AutoSampler's own run names the
+        sampler it chose instead of suggesting AutoSampler).
 
     Returns
     -------
@@ -369,7 +372,7 @@ def self_check(
     warning = ""
     if fails:
         fixes = list(dict.fromkeys(f for _, _, key in fails for f in _FIXES[key]))
-        fixes += ["another sampler", "AutoSampler"]
+        fixes += list(alternatives)
         warning = (
             "pplsamplers self-check FAILED: "
             + "; ".join(msg for _, msg, _ in fails)

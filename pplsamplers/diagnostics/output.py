@@ -46,7 +46,13 @@ def check_run(mcmc: Any, *, warn_user: bool = True, thin_to: int = 200) -> SelfC
     counts = {}
     if "diverging" in extra:
         counts["rejected"] = np.asarray(extra["diverging"]).reshape(chains, -1).sum(-1)
-    result = self_check(x, potential, counts=counts, thin_to=thin_to)
+    alternatives = ("another sampler", "AutoSampler")
+    decision = getattr(mcmc.sampler, "decision", None)
+    if decision is not None:  # an AutoSampler run: say what it chose, not "AutoSampler"
+        alternatives = (f"another sampler than AutoSampler's choice '{decision.kernel}'",)
+        if decision.strategy == "rules":
+            alternatives += ("AutoSampler(strategy='pilot')",)
+    result = self_check(x, potential, counts=counts, thin_to=thin_to, alternatives=alternatives)
     mcmc.sampler.self_check_result = result
     if warn_user:
         warn(result, stacklevel=3)

@@ -75,6 +75,9 @@ def test_wrong_gaussian_runs_fail_with_numbers(label, shift, scale, expected):
     assert "\n" not in result.warning
     with pytest.warns(SelfCheckWarning, match="self-check FAILED"):
         warn(result)
+    # an AutoSampler run (check_run) names its choice instead of suggesting AutoSampler
+    own = self_check(draws, GAUSS, alternatives=("another sampler than 'sbps'",))
+    assert own.warning.endswith(" / another sampler than 'sbps'"), own.warning
 
 
 def test_thresholds_catch_every_gaussian_run_outside_the_tolerance():
