@@ -295,9 +295,8 @@ def _mode_stage(options: SamplerOptions, model_args: tuple, model_kwargs: dict) 
     base, n, view, rows = _base(options, model_args, model_kwargs)
     notes: dict[str, str] = {"minibatch_rows": rows}
     if view is not None and view.data_plate is not None:
-        notes["data_plate"] = f"'{view.data_plate}', N = {base.N}" + (
-            "" if options.data_plate is None else " (given)"
-        )
+        given = " (given)" if options.data_plate else ""
+        notes["data_plate"] = f"'{view.data_plate}', N = {base.N}{given}"
     dtype = base.init_position.dtype
     precondition, choice = options.precondition, options.control_variate
     needs_mode = (

@@ -3,6 +3,7 @@
 import sys
 
 from pplsamplers.potential._support import edge_error, with_support_checks
+from pplsamplers.potential._tracing import LocalLatentError
 from pplsamplers.potential.curvature import (
     fisher_diagonal,
     full_hessian,
@@ -40,6 +41,7 @@ from pplsamplers.potential.view import (
 )
 
 __all__ = [
+    "LocalLatentError",
     "MapResult",
     "all_data_model",
     "SubsampledPotential",

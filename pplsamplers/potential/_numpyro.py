@@ -34,6 +34,7 @@ from numpyro.distributions.util import sum_rightmost
 
 from pplsamplers.potential import _support
 from pplsamplers.potential._tracing import (
+    LocalLatentError,
     _plates_of,
     _trace,
     _trace_or_explain,
@@ -138,12 +139,9 @@ def inspect_model(
         candidates = sorted(over_obs or ())
         if len(candidates) > 1:
             narrowed = [c for c in candidates if c in subsampled]
-            if len(narrowed) != 1:
-                # every plate over the observed sites is a conditional independence, so
-                # subsampling any of them is unbiased: take the one with the most terms
-                sizes = {c: int(plates[c]["args"][0]) for c in candidates}
-                largest = max(sizes.values())
-                narrowed = [c for c in candidates if sizes[c] == largest]
+            if len(narrowed) != 1:  # subsampling any conditional independence is unbiased:
+                sizes = {c: int(plates[c]["args"][0]) for c in candidates}  # the largest plate
+                narrowed = [c for c in candidates if sizes[c] == max(sizes.values())]
             if len(narrowed) != 1:
                 raise ValueError(
                     f"several plates of the same size cover the observed sites "
@@ -159,13 +157,9 @@ def inspect_model(
         )
 
     if data_plate is not None:
-        for name, site in latent.items():
-            if data_plate in _plates_of(site):
-                raise ValueError(
-                    f"latent site '{name}' lies inside the data plate '{data_plate}'; "
-                    "local (per-datum) latent variables cannot be subsampled. Move it out of "
-                    "the plate or marginalise it."
-                )
+        local = tuple(name for name, site in latent.items() if data_plate in _plates_of(site))
+        if local:
+            raise LocalLatentError(local, data_plate, int(plates[data_plate]["args"][0]))
         size, sub = plates[data_plate]["args"]
     else:
         size, sub = 1, None

@@ -82,6 +82,21 @@ def _is_broadcast_error(error: Exception) -> bool:
     return "broadcast" in str(error).lower()
 
 
+class LocalLatentError(ValueError):
+    """Latent sites inside the data plate: per-datum latents, which no minibatch kernel can
+    subsample (``sites``, the plate's name and size are attributes; AutoSampler reads them
+    and runs full-data NUTS)."""
+
+    def __init__(self, sites: tuple[str, ...], data_plate: str, data_size: int) -> None:
+        self.sites, self.data_plate, self.data_size = sites, data_plate, data_size
+        names = ", ".join(f"'{name}'" for name in sites)
+        super().__init__(
+            f"latent site(s) {names} lie inside the data plate '{data_plate}'; local "
+            "(per-datum) latent variables cannot be subsampled. Move them out of the plate or "
+            "marginalise them, or use AutoSampler or NumPyro's NUTS on the full data."
+        )
+
+
 def _unindexed_plate_error(site: dict, plate: str, values: int, indices: int) -> ValueError:
     return ValueError(
         f"site '{site['name']}' in plate '{plate}' has {values} values where the plate gave "

@@ -12,7 +12,7 @@ from numpyro.infer.mcmc import MCMCKernel
 from pplsamplers.cache import enable_compilation_cache
 from pplsamplers.infer.options import SHARED_OPTIONS, SamplerOptions
 from pplsamplers.infer.warmup import ModeStage, mode_stage
-from pplsamplers.potential import discrete_latent_sites, inspect
+from pplsamplers.potential import LocalLatentError, discrete_latent_sites, inspect
 from pplsamplers.registry import SAMPLERS, make_kernel
 from pplsamplers.select.competence import SMALL_N, rank_candidates
 from pplsamplers.select.decision import Decision
@@ -151,9 +151,13 @@ class AutoSampler(MCMCKernel):
         probe_size = subsample  # the features' noise probes need a minibatch size
         model: Any = self._model
         if not discrete_latent_sites(model, model_args, model_kwargs):
-            model = inspect(model, model_args, model_kwargs, data_plate)  # traced once
-            if probe_size is None and model.data_plate and model.model_subsample_size is None:
-                probe_size = default_subsample_size(model.data_size)
+            try:
+                model = inspect(model, model_args, model_kwargs, data_plate)  # traced once
+            except LocalLatentError:  # per-datum latents: model_features says so, NUTS runs
+                model = self._model
+            else:
+                if probe_size is None and model.data_plate and model.model_subsample_size is None:
+                    probe_size = default_subsample_size(model.data_size)
         features = model_features(
             model,
             model_args,

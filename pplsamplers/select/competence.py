@@ -129,6 +129,14 @@ def rank_candidates(
             discrete=True,
         )
 
+    if f.local_sites:
+        sites = ", ".join(f.local_sites)
+        return full_data_only(
+            f"cannot subsample the per-datum latent site(s) {sites}",
+            f"per-datum latent site(s) {sites} inside the data plate: no minibatch kernel can "
+            "subsample them; NUTS samples them with the rest on the full data",
+        )
+
     if f.edge_sites:
         sites = ", ".join(f.edge_sites)
         return full_data_only(

@@ -21,6 +21,7 @@ from jax import lax
 
 from pplsamplers.infer.warmup import ModeStage
 from pplsamplers.potential import (
+    LocalLatentError,
     ModelView,
     SubsampledPotential,
     discrete_latent_sites,
@@ -112,6 +113,9 @@ class ModelFeatures(NamedTuple):
         Gaussian posterior, tens on a hierarchical model whose joint mode sits away from its
         mass.  Unlike ``quadratic_misfit`` (eight directions at a few sds) it weighs every
         direction at once.  NaN where AutoSampler did not run the shared warmup (N ≤ SMALL_N).
+    local_sites
+        Latent sites inside the data plate (per-datum latents), which no minibatch kernel can
+        subsample; the probes are skipped (NaN) for such models.
     """
 
     num_data: int
@@ -135,6 +139,7 @@ class ModelFeatures(NamedTuple):
     gradient_noise_sd: Array | None = None
     edge_sites: tuple[str, ...] = ()
     laplace_weight_sd: float = float("nan")
+    local_sites: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, object]:
         """Printable (scalar) features, without the per-coordinate vectors."""
@@ -341,7 +346,19 @@ def model_features(
                 constrained_sites=(),
                 cost_ratio=1.0,
             )
-        model = inspect(model, model_args, model_kwargs, data_plate)
+        try:
+            model = inspect(model, model_args, model_kwargs, data_plate)
+        except LocalLatentError as error:  # per-datum latents: full-data NUTS only
+            return _without_probes(
+                num_data=error.data_size,
+                subsample_size=0,
+                dim=0,
+                has_data_plate=True,
+                discrete_sites=(),
+                constrained_sites=(),
+                cost_ratio=1.0,
+                local_sites=error.sites,
+            )
     view, info = model, model.info
     structural = dict(
         has_data_plate=info.data_plate is not None,

@@ -74,8 +74,23 @@ def test_unknown_data_plate_name():
 
 
 def test_local_latent_inside_data_plate():
-    with pytest.raises(ValueError, match="latent site 'z' lies inside the data plate"):
+    with pytest.raises(ValueError, match=r"latent site\(s\) 'z' lie inside the data plate"):
         make_potential(local_latent_model, (X, Y))
+
+
+def test_auto_sampler_runs_full_data_nuts_for_per_datum_latents():
+    """NUTS accepts per-datum latents; no minibatch kernel can subsample them.  AutoSampler
+    used to raise the kernels' error; it now says why and runs NUTS on the full data."""
+    from pplsamplers import AutoSampler
+
+    sampler = AutoSampler(local_latent_model)
+    decision = sampler.decide((X, Y), {})
+    assert decision.kernel == "nuts" and decision.features.local_sites == ("z",)
+    assert "per-datum latent site(s) z" in " ".join(decision.reasons)
+    assert all(c.name == "nuts" or "cannot subsample" in c.reasons[-1] for c in decision.ranking)
+    mcmc = MCMC(sampler, num_warmup=50, num_samples=50, progress_bar=False)
+    mcmc.run(jax.random.key(0), X, Y)
+    assert mcmc.get_samples()["z"].shape == (50, X.shape[0])
 
 
 @pytest.mark.parametrize("size", [0, -3, 51, 2.5, True])
