@@ -26,7 +26,9 @@ def check_run(mcmc: Any, *, warn_user: bool = True, thin_to: int = 200) -> SelfC
     the model's full-data potential; rejected (non-finite) steps after warmup are counted per
     chain.  A failed check warns with one line (:class:`SelfCheckWarning`) unless
     ``warn_user=False``.  The result is also kept as ``mcmc.sampler.self_check_result``.
-    Returns ``None`` for a kernel that is not a pplsamplers kernel (NumPyro's NUTS).
+    AutoSampler's runs are checked whichever kernel it chose (full-data NUTS included, with
+    NUTS's divergent transitions counted).  Returns ``None`` for any other kernel (NumPyro's
+    own NUTS).
 
     Examples
     --------
@@ -34,9 +36,10 @@ def check_run(mcmc: Any, *, warn_user: bool = True, thin_to: int = 200) -> SelfC
     >>> print("\\n".join(result.summary_lines()))   # doctest: +SKIP
     """
     kernel = _kernel_of(mcmc.sampler)
-    if kernel is None:
+    full_data = getattr(mcmc.sampler, "full_data_potential", None)  # AutoSampler -> NUTS
+    potential = kernel.prepared.model_potential if kernel is not None else full_data and full_data()
+    if potential is None:
         return None
-    potential = kernel.prepared.model_potential
     samples = mcmc.get_samples(group_by_chain=True)
     first = next(iter(samples.values()))
     chains, draws = np.shape(first)[:2]
@@ -44,8 +47,9 @@ def check_run(mcmc: Any, *, warn_user: bool = True, thin_to: int = 200) -> SelfC
     x = jax.vmap(potential.unconstrain)(flat).reshape(chains, draws, potential.dim)
     extra = mcmc.get_extra_fields(group_by_chain=True)
     counts = {}
-    if "diverging" in extra:
-        counts["rejected"] = np.asarray(extra["diverging"]).reshape(chains, -1).sum(-1)
+    if "diverging" in extra:  # NUTS's divergent transitions, or our rejected steps
+        key = "rejected" if kernel is not None else "divergent"
+        counts[key] = np.asarray(extra["diverging"]).reshape(chains, -1).sum(-1)
     alternatives = ("another sampler", "AutoSampler")
     decision = getattr(mcmc.sampler, "decision", None)
     if decision is not None:  # an AutoSampler run: say what it chose, not "AutoSampler"
@@ -79,10 +83,9 @@ def to_arviz(mcmc: Any, *, check: bool = True, **kwargs: Any) -> Any:
     kernel = _kernel_of(sampler)
     if kernel is not None:
         idata.attrs.update({f"pplsamplers_{k}": v for k, v in kernel.prepared.notes.items()})
-        if check:
-            result = check_run(mcmc)
-            if result is not None:
-                idata.attrs.update(result.to_attrs())
+    result = check_run(mcmc) if check else None
+    if result is not None:
+        idata.attrs.update(result.to_attrs())
     decision = getattr(sampler, "decision", None)
     if decision is not None:
         idata.attrs.update(decision.to_attrs())

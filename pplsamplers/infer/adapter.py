@@ -343,7 +343,8 @@ class SubsampledKernel(MCMCKernel):
             new_state, info = kernel(step_key, kernel_state, potential, params)
             finite = _finite(new_state)
             if guard:  # a divergent step is rejected; in warmup it also halves the step size
-                jump = jnp.linalg.norm(spec.position(new_state) - spec.position(kernel_state))
+                origin = (spec.moved_point or spec.position)(kernel_state)
+                jump = jnp.linalg.norm(spec.position(new_state) - origin)
                 divergent = ~(finite & (jump <= jump_limit))
                 finite = finite & ~divergent
                 shrink = divergent & (iteration < num_warmup)

@@ -111,6 +111,7 @@ def hamcmc_spec(config: HAMCMCConfig) -> KernelSpec:
         describe=describe,
         stabilize=halve_step_size,
         steps_per_sample=STEP_SIZE_STEPS_PER_SAMPLE,
+        moved_point=hamcmc.moved_point,
     )
 
 

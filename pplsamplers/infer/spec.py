@@ -93,6 +93,11 @@ class KernelSpec(NamedTuple):
         step is rejected and the params made more cautious (:func:`halve_step_size` for
         the step-size kernels).  ``None``: a divergent step is only rejected when it is
         not finite (event-driven kernels travel far by design).
+    moved_point
+        ``State -> flat position`` the next step moves, from which its jump is measured;
+        ``None``: the state's ``position``.  HAMCMC's step moves θ_{t−M}, the state of
+        another of its interleaved sub-chains: measured from θ_{t−1}, a step of a sub-chain
+        far from the other was rejected again and again, and froze it there.
     """
 
     init: Callable[[PRNGKey, Array, SubsampledPotential, Any], Any]
@@ -107,6 +112,7 @@ class KernelSpec(NamedTuple):
     chains_in_turn: bool = False
     stabilize: Callable[[Any], Any] | None = None
     steps_per_sample: int = 1
+    moved_point: Callable[[Any], Array] | None = None
 
 
 STEP_SIZE_STEPS_PER_SAMPLE = 10

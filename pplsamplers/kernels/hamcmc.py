@@ -11,7 +11,9 @@ moves and the Langevin correction term Γ (eq. 9) vanishes (§3.2, App. A): each
 interleaved sub-chains is a preconditioned SGLD with a state-independent metric.  Both
 gradients of a pair use the same minibatch (data consistency), so a step costs two
 minibatch gradients, ``data_evals = 2n``.  ``λ`` is the trust-region shift ``y += λ s``
-(L-BFGS then approximates ``(∇²U + λI)⁻¹``); pairs with ``sᵀy ≤ 0`` are skipped and counted.
+(L-BFGS then approximates ``(∇²U + λI)⁻¹``); pairs with ``sᵀy ≤ 0`` are skipped and counted,
+and so are pairs whose y points more than 60° away from s (``MIN_PAIR_COSINE``, a cautious
+update beyond the paper).
 ``H_t g`` uses the two-loop recursion (O(MD)) and ``S_t z`` the product form of eq. (11)
 (O(M²D), with the erratum fixed, see :mod:`pplsamplers.kernels.lbfgs`).  No D×D matrix is
 formed: memory is O(MD).
@@ -215,6 +217,22 @@ def chronological(buffer: Array, t: Array) -> Array:
     return jnp.take(buffer, (t + jnp.arange(num)) % num, axis=0)
 
 
+MIN_PAIR_COSINE = 0.5
+"""A pair is kept only if cos∠(s, y) ≥ 0.5.  The inverse-BFGS update from one pair stretches
+H⁰ by up to (1 + 1/cos∠(s, y))²: for a quadratic U in whitened coordinates y = (∇²U + λI)s
+points along s, but on a steep, curved tail a pair with cos 0.2 stretched H 36-fold, and the
+sub-chain's every later step was too long and rejected (it froze there).  With cos ≥ 0.5 the
+stretch is at most 9-fold."""
+
+
+def moved_point(state: HAMCMCState) -> Array:
+    """θ_{t−M}, the point the next step moves (eq. 10), not the last state θ_{t−1}: the M
+    interleaved sub-chains may be far apart, so a step's length is measured from here (the
+    adapter's divergence guard)."""
+    memory = state.history.shape[0]
+    return state.history[(state.iteration + 1) % memory]
+
+
 def build_kernel(
     memory_size: int = 2, schedule: Schedule = "constant"
 ) -> Callable[
@@ -288,7 +306,8 @@ def build_kernel(
         y_new = grad_new - grad_back + params.damping * s_new
         s_y = jnp.dot(s_new, y_new)
         formed = t >= M  # θ_{t−M} is θ_0 or a later state, not a placeholder
-        curvature_ok = jnp.isfinite(s_y) & (s_y > 0)
+        alignment = MIN_PAIR_COSINE * jnp.linalg.norm(s_new) * jnp.linalg.norm(y_new)
+        curvature_ok = jnp.isfinite(s_y) & (s_y > 0) & (s_y >= alignment)
         skipped = formed & ~curvature_ok
 
         pair_slot = t % (M - 1)
@@ -316,6 +335,8 @@ def build_kernel(
 
 
 __all__ = [
+    "MIN_PAIR_COSINE",
+    "moved_point",
     "HAMCMCInfo",
     "HAMCMCParams",
     "HAMCMCState",

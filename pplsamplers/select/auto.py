@@ -12,7 +12,7 @@ from numpyro.infer.mcmc import MCMCKernel
 from pplsamplers.cache import enable_compilation_cache
 from pplsamplers.infer.options import SHARED_OPTIONS, SamplerOptions
 from pplsamplers.infer.warmup import ModeStage, mode_stage
-from pplsamplers.potential import LocalLatentError, discrete_latent_sites, inspect
+from pplsamplers.potential import LocalLatentError, discrete_latent_sites, inspect, make_potential
 from pplsamplers.registry import SAMPLERS, make_kernel
 from pplsamplers.select.competence import SMALL_N, rank_candidates
 from pplsamplers.select.decision import Decision
@@ -131,6 +131,7 @@ class AutoSampler(MCMCKernel):
         self.verbose = verbose
         self.overrides = overrides
         self.decision = None
+        self._data: tuple | None = None
         self._delegate: MCMCKernel | None = None
         self._decided_for: Any = None
         self._fields_warned = False
@@ -194,6 +195,7 @@ class AutoSampler(MCMCKernel):
                 strategy="rules",
             )
         self.decision, self._decided_for = decision, signature
+        self._data = (model_args, model_kwargs)
         self._delegate = self._make_delegate(decision)
         if self.verbose:
             decision.print_explanation()
@@ -243,6 +245,17 @@ class AutoSampler(MCMCKernel):
                 stacklevel=3,
             )
         return self._delegate.init(rng_key, num_warmup, init_params, model_args, model_kwargs)
+
+    def full_data_potential(self) -> Any:
+        """The model's full-data potential for the self-check of a run that AutoSampler
+        handed to NumPyro's NUTS (a pplsamplers kernel carries its own), or ``None`` where
+        the model has none (per-datum latents, a hard edge at the data)."""
+        if self._data is None:
+            return None
+        try:
+            return make_potential(self._model, *self._data, check_data=False)
+        except ValueError:
+            return None
 
     def _require(self) -> MCMCKernel:
         if self._delegate is None:

@@ -31,6 +31,11 @@ def test_small_n_chooses_nuts_and_explains(capsys):
     idata = to_arviz(mcmc)
     assert idata.attrs["pplsamplers_auto_kernel"] == "nuts"
     assert "N = 300" in idata.attrs["pplsamplers_auto_reasons"]
+    # the run AutoSampler handed to NUTS is self-checked too (it used to go unchecked); 100
+    # draws of one chain are too few for its R-hat and ESS, and its warning says whose run
+    result = mcmc.sampler.self_check_result
+    assert idata.attrs["self_check_passed"] == int(result.passed)
+    assert result.passed or "AutoSampler's choice 'nuts'" in result.warning
 
 
 def test_pilot_runs_candidates_and_respects_the_guard():
