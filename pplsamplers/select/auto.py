@@ -249,12 +249,17 @@ class AutoSampler(MCMCKernel):
     def full_data_potential(self) -> Any:
         """The model's full-data potential for the self-check of a run that AutoSampler
         handed to NumPyro's NUTS (a pplsamplers kernel carries its own), or ``None`` where
-        the model has none (per-datum latents, a hard edge at the data)."""
-        if self._data is None:
+        the check does not apply: per-datum latents (no data plate to evaluate), a hard edge
+        at the data (the Stein identity needs a density that vanishes at its boundary), or a
+        model the potential cannot be built for."""
+        features = getattr(self.decision, "features", None)
+        if self._data is None or features is None or features.edge_sites or features.local_sites:
             return None
+        strategy = self.overrides.get("init_strategy")
+        options = {} if strategy is None else {"init_strategy": strategy}
         try:
-            return make_potential(self._model, *self._data, check_data=False)
-        except ValueError:
+            return make_potential(self._model, *self._data, check_data=False, **options)
+        except (ValueError, RuntimeError):
             return None
 
     def _require(self) -> MCMCKernel:

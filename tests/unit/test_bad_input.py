@@ -91,6 +91,9 @@ def test_auto_sampler_runs_full_data_nuts_for_per_datum_latents():
     mcmc = MCMC(sampler, num_warmup=50, num_samples=50, progress_bar=False)
     mcmc.run(jax.random.key(0), X, Y)
     assert mcmc.get_samples()["z"].shape == (50, X.shape[0])
+    from pplsamplers import check_run
+
+    assert check_run(mcmc) is None  # no data plate to evaluate the full-data check with
 
 
 @pytest.mark.parametrize("size", [0, -3, 51, 2.5, True])
@@ -449,3 +452,7 @@ def test_auto_sampler_runs_nuts_with_support_checks_on_a_support_edge():
     top = float(EDGE_Y.max())
     # posterior ∝ θ^-N on θ > max y (the prior is flat there): mean max y (1 + 1/(N-2))
     assert theta.min() >= top and abs(theta.mean() - top * (1 + 1 / 498)) < 0.02
+    from pplsamplers import check_run
+
+    # no Stein check at a hard edge (the density does not vanish there): none, and no crash
+    assert check_run(mcmc) is None
