@@ -129,22 +129,26 @@ def rank_candidates(
             discrete=True,
         )
 
-    if f.local_sites:
-        sites = ", ".join(f.local_sites)
-        return full_data_only(
-            f"cannot subsample the per-datum latent site(s) {sites}",
-            f"per-datum latent site(s) {sites} inside the data plate: no minibatch kernel can "
+    full_data_cases = (  # (sites, why no minibatch kernel, why NUTS, NUTS's options)
+        (
+            f.local_sites,
+            "cannot subsample the per-datum latent site(s) {}",
+            "per-datum latent site(s) {} inside the data plate: no minibatch kernel can "
             "subsample them; NUTS samples them with the rest on the full data",
-        )
-
-    if f.edge_sites:
-        sites = ", ".join(f.edge_sites)
-        return full_data_only(
-            f"the support of {sites} depends on the latents",
-            f"the support of observed site(s) {sites} depends on the latent values: a hard "
-            "edge at the data that only full-data steps see; NUTS runs with support checks",
-            check_support=f.edge_sites,
-        )
+            {},
+        ),
+        (
+            f.edge_sites,
+            "the support of {} depends on the latents",
+            "the support of observed site(s) {} depends on the latent values: a hard edge at "
+            "the data that only full-data steps see; NUTS runs with support checks",
+            {"check_support": f.edge_sites},
+        ),
+    )
+    for sites, why_not, why_nuts, extra in full_data_cases:
+        if sites:
+            listed = ", ".join(sites)
+            return full_data_only(why_not.format(listed), why_nuts.format(listed), **extra)
 
     if not f.has_data_plate or f.num_data <= SMALL_N:
         why = (
