@@ -1,6 +1,6 @@
-"""Every sampler with its defaults on five models written as NumPyro users write them.
+"""Every sampler with its defaults on nine models written as NumPyro users write them.
 
-Models the robustness suite does not hold, each with raw covariates and N = 10⁴ (a covariate
+Models the robustness suite does not hold, each with raw covariates and N = 10⁴ (unless said) (a covariate
 around 100 with sd 15, a 0/1 flag and their interaction, as in ``models/robust_linear.py``),
 and every data plate written plainly (``obs=y``, no plate indices, as for NUTS):
 
@@ -9,7 +9,15 @@ and every data plate written plainly (``obs=y``, no plate indices, as for NUTS):
 * ``hlogistic``: a non-centred hierarchical logistic regression, 50 groups of very unequal
   sizes (Dirichlet(0.5) shares), a HalfNormal group scale;
 * ``two_sites``: two observed sites in one plate (a Gaussian and a Bernoulli response);
-* ``plain``: a location and a HalfCauchy scale.
+* ``plain``: a location and a HalfCauchy scale;
+* ``nested``: three columns per row, an inner plate inside the data plate (the data plate
+  is found as the largest plate);
+* ``factor``: a hand-written likelihood, a per-datum ``numpyro.factor`` in the data plate,
+  with flat and flat-positive priors;
+* ``ordered``: a Beta and a Uniform latent and positive ordered cutpoints whose lower one is
+  known only through an exponential ``numpyro.factor`` prior (a steep tail in its log);
+* ``reparam``: ``LocScaleReparam`` (non-centred) random intercepts, 20 well-identified
+  groups, at N = 2·10⁴ (a ridge far from its Laplace approximation).
 
 The reference is NumPyro NUTS, 2 × (1000 + 2000) draws, computed on the spot and cached in
 ``--cache``.  Each cell runs ``MCMC(kernel, num_warmup=300, num_samples=500, num_chains=2,
@@ -24,7 +32,7 @@ the first warning.  ``MISS quiet`` is a silent wrong answer.
 Examples
 --------
 >>> sorted(MODELS)
-['hlogistic', 'linear_hn', 'plain', 'poisson', 'two_sites']
+['factor', 'hlogistic', 'linear_hn', 'nested', 'ordered', 'plain', 'poisson', 'reparam', 'two_sites']
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ import numpyro  # noqa: E402
 import numpyro.distributions as dist  # noqa: E402
 from numpyro.distributions import constraints  # noqa: E402
 from numpyro.infer import MCMC, NUTS  # noqa: E402
+from numpyro.infer.reparam import LocScaleReparam  # noqa: E402
 
 from pplsamplers import check_run  # noqa: E402
 from tests.robustness.common import (  # noqa: E402
@@ -61,7 +70,7 @@ from tests.robustness.common import (  # noqa: E402
 )
 
 jax.config.update("jax_enable_x64", True)
-N, GROUPS = 10_000, 50
+N, GROUPS, REPARAM_GROUPS = 10_000, 50, 20
 
 
 def flat(name: str, k: int) -> jax.Array:
@@ -107,8 +116,42 @@ def plain(y):
         numpyro.sample("obs", dist.Normal(mu, sigma), obs=y)
 
 
+def nested(y):
+    mu = numpyro.sample("mu", dist.Normal(0.0, 10.0).expand([y.shape[1]]).to_event(1))
+    sigma = numpyro.sample("sigma", dist.HalfNormal(5.0))
+    with numpyro.plate("data", y.shape[0], dim=-2), numpyro.plate("columns", y.shape[1]):
+        numpyro.sample("y", dist.Normal(mu, sigma), obs=y)
+
+
+def factor(x, y):
+    a, b = flat("a", 1)[0], flat("b", 1)[0]
+    s = numpyro.sample("s", dist.ImproperUniform(constraints.positive, (), ()))
+    with numpyro.plate("data", x.shape[0]):
+        numpyro.factor("ll", -0.5 * ((y - a - b * x) / s) ** 2 - jnp.log(s))
+
+
+def ordered(x, y):
+    p = numpyro.sample("p", dist.Beta(2.0, 2.0))
+    r = numpyro.sample("r", dist.Uniform(-1.0, 1.0))
+    c = numpyro.sample("c", dist.ImproperUniform(constraints.positive_ordered_vector, (), (2,)))
+    with numpyro.plate("data", y.shape[0]):
+        numpyro.sample("y", dist.Normal(p * x + r * x**2 / 100, c[1] - c[0] + 0.5), obs=y)
+    numpyro.factor("c_prior", -0.01 * c.sum())
+
+
+def reparam(group, y):
+    mu = numpyro.sample("mu", dist.Normal(0.0, 10.0))
+    tau = numpyro.sample("tau", dist.HalfNormal(5.0))
+    with numpyro.handlers.reparam(config={"theta": LocScaleReparam(0)}):
+        with numpyro.plate("groups", REPARAM_GROUPS):
+            theta = numpyro.sample("theta", dist.Normal(mu, tau))
+    sigma = numpyro.sample("sigma", dist.HalfNormal(5.0))
+    with numpyro.plate("data", y.shape[0]):
+        numpyro.sample("y", dist.Normal(theta[group], sigma), obs=y)
+
+
 def make_data(seed: int = 11) -> dict[str, tuple]:
-    """``{name: (model, args)}`` of the five models (module docstring)."""
+    """``{name: (model, args)}`` of the models (module docstring)."""
     rng = np.random.default_rng(seed)
     age = rng.normal(100, 15, N)
     flag = rng.integers(0, 2, N).astype(float)
@@ -121,6 +164,13 @@ def make_data(seed: int = 11) -> dict[str, tuple]:
     ya = 1.0 + 0.03 * age + 2.0 * rng.normal(size=N)
     yb = (rng.uniform(size=N) < 1 / (1 + np.exp(-(-3 + 0.03 * age)))).astype(float)
     y_plain = 250.0 + 40.0 * rng.standard_normal(N)
+    x = rng.normal(50, 10, N)
+    y_nested = rng.normal(size=(N, 3)) * 2 + np.array([1.0, 2.0, 3.0])
+    y_factor = 3 + 0.2 * x + 2 * rng.normal(size=N)
+    y_ordered = 0.3 * x + 0.2 * x**2 / 100 + rng.normal(size=N)
+    big = 2 * N
+    g = rng.integers(0, REPARAM_GROUPS, big)
+    y_reparam = (3 + 2 * rng.normal(size=REPARAM_GROUPS))[g] + 1.5 * rng.normal(size=big)
     arrays = lambda *a: tuple(jnp.asarray(v) for v in a)
     return {
         "linear_hn": (linear, arrays(X, y_linear)),
@@ -128,10 +178,24 @@ def make_data(seed: int = 11) -> dict[str, tuple]:
         "hlogistic": (hlogistic, arrays(age, group, y_hier)),
         "two_sites": (two_sites, arrays(age, ya, yb)),
         "plain": (plain, arrays(y_plain)),
+        "nested": (nested, arrays(y_nested)),
+        "factor": (factor, arrays(x, y_factor)),
+        "ordered": (ordered, arrays(x, y_ordered)),
+        "reparam": (reparam, arrays(g, y_reparam)),
     }
 
 
-MODELS = ("linear_hn", "poisson", "hlogistic", "two_sites", "plain")
+MODELS = (
+    "linear_hn",
+    "poisson",
+    "hlogistic",
+    "two_sites",
+    "plain",
+    "nested",
+    "factor",
+    "ordered",
+    "reparam",
+)
 
 
 def nuts_reference(name: str, model, args: tuple, cache: Path) -> dict:

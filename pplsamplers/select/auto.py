@@ -255,8 +255,9 @@ class AutoSampler(MCMCKernel):
         features = getattr(self.decision, "features", None)
         if self._data is None or features is None or features.edge_sites or features.local_sites:
             return None
-        strategy = self.overrides.get("init_strategy")
-        options = {} if strategy is None else {"init_strategy": strategy}
+        options = {
+            k: self.overrides[k] for k in ("init_strategy", "data_plate") if self.overrides.get(k)
+        }
         try:
             return make_potential(self._model, *self._data, check_data=False, **options)
         except (ValueError, RuntimeError):
