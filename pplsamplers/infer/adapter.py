@@ -32,7 +32,7 @@ from numpyro.util import is_prng_key
 from pplsamplers import validation
 from pplsamplers.cache import enable_compilation_cache
 from pplsamplers.infer import metric as metrics
-from pplsamplers.infer.spec import DIVERGENT_JUMP, GRADIENT_LIMIT, KernelSpec, WarmupWindow
+from pplsamplers.infer.spec import DIVERGENT_JUMP, KernelSpec, WarmupWindow, gradient_clip_norm
 from pplsamplers.infer.warmup import (
     Prepared,
     SamplerOptions,
@@ -324,7 +324,7 @@ class SubsampledKernel(MCMCKernel):
         first_draw = metrics.window_start(num_warmup)
         guard = spec.stabilize is not None and prepared.whitened
         jump_limit = DIVERGENT_JUMP * math.sqrt(prepared.potential.dim)
-        gradient_limit = GRADIENT_LIMIT * math.sqrt(prepared.potential.dim)
+        gradient_limit = gradient_clip_norm(prepared.potential)
         steps = spec.steps_per_sample
 
         def potential_of(metric: metrics.Metric) -> SubsampledPotential:

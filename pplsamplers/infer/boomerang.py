@@ -129,14 +129,16 @@ def make_reference(
                 mean=mean,
             )
         except ValueError:
-            if not potential.whitened:
-                raise
             # the shared warmup's centre need not be a minimum (a variational fit's mean on a
             # curved posterior): its curvature is no covariance there, but the whitening
             # already gives the posterior unit scale, so the reference is N(x*, γ I) in z
-            reference = gaussian_reference(
-                mean, jnp.full(potential.dim, config.gamma, jnp.asarray(mean).dtype)
-            )
+            # (not where the potential is not finite there: that error stands)
+            mean = jnp.asarray(mean)
+            if not (
+                potential.whitened and jnp.all(jnp.isfinite(potential.full_value_and_grad(mean)[1]))
+            ):
+                raise
+            reference = GaussianReference(mean, jnp.full(potential.dim, config.gamma, mean.dtype))
             cost.notes.append(
                 f"curvature {curvature!r} at the reference mean is not positive definite: "
                 "reference N(x*, γ I) in the shared warmup's whitened coordinates"

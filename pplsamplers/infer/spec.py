@@ -26,6 +26,7 @@ Every callable is pure and traceable:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -133,12 +134,35 @@ overflows."""
 
 
 GRADIENT_LIMIT = 10.0
-"""A step-size kernel's minibatch gradient is clipped to norm ``GRADIENT_LIMIT`` √D in
-whitened coordinates (:func:`~pplsamplers.potential.with_clipped_gradient`; ‖∇U‖ ≈ √D in the
-bulk of a unit-scale posterior).  Rejecting a long step alone cannot help a chain that sits
-where the gradient is steep: every later step from there is as long.  On a log-scale latent
-under an exponential prior (∇U ∝ eᵘ) one SGLD chain ran off that way and froze with its
-step size halved to 0."""
+"""A step-size kernel's minibatch gradient is clipped at ``GRADIENT_LIMIT`` times its norm in
+the bulk of the whitened posterior (:func:`gradient_clip_norm`,
+:func:`~pplsamplers.potential.with_clipped_gradient`).  Rejecting a long step alone cannot
+help a chain that sits where the gradient is steep: every later step from there is as long.
+On a log-scale latent under an exponential prior (∇U ∝ eᵘ) one SGLD chain ran off that way
+and froze with its step size halved to 0."""
+
+
+def gradient_clip_norm(potential: Any) -> float:
+    """``GRADIENT_LIMIT`` × the minibatch gradient's norm in the bulk of a whitened posterior.
+
+    There ‖∇U‖ ≈ √D, and a plain minibatch estimator (N/n) Σ ∇ℓ_i adds noise of variance
+    about N/n per coordinate (the per-datum gradients' covariance is about I/N once the
+    posterior has unit scale), so the bulk norm is √(D (1 + N/n)); with a control variate or
+    the full data the noise is small there (the automatic batch size holds it near 0.3 sd) and
+    the bulk norm is √D.  Ten times that is never reached in the bulk, so the clip changes no
+    step there and only bounds the runaway ones.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as P
+    >>> gradient_clip_norm(P(dim=4, N=100, n=100, anchor=None))
+    20.0
+    >>> round(gradient_clip_norm(P(dim=4, N=1000, n=10, anchor=None)), 1)
+    201.0
+    """
+    noise = 0.0 if potential.anchor is not None or potential.n >= potential.N else potential.N
+    ratio = noise / potential.n
+    return GRADIENT_LIMIT * math.sqrt(potential.dim * (1.0 + ratio))
 
 
 def halve_step_size(params: Any) -> Any:
@@ -153,6 +177,7 @@ __all__ = [
     "Kernel",
     "KernelSpec",
     "WarmupWindow",
+    "gradient_clip_norm",
     "halve_step_size",
     "no_warmup_init",
     "position_field",

@@ -218,11 +218,14 @@ def chronological(buffer: Array, t: Array) -> Array:
 
 
 MIN_PAIR_COSINE = 0.5
-"""A pair is kept only if cos∠(s, y) ≥ 0.5.  The inverse-BFGS update from one pair stretches
-H⁰ by up to (1 + 1/cos∠(s, y))²: for a quadratic U in whitened coordinates y = (∇²U + λI)s
-points along s, but on a steep, curved tail a pair with cos 0.2 stretched H 36-fold, and the
-sub-chain's every later step was too long and rejected (it froze there).  With cos ≥ 0.5 the
-stretch is at most 9-fold."""
+"""A pair is kept only if cos∠(s, y) ≥ 0.5.  The inverse-BFGS update from one pair,
+H = (I − ρ s yᵀ) H⁰ (I − ρ y sᵀ) + ρ s sᵀ with ρ = 1/sᵀy, stretches H⁰ by up to
+(1 + 1/cos∠(s, y))² in its first term; the second adds |s|²/sᵀy, which the angle does not
+bound (the damping λ does where the curvature along s is not negative: y = Δg + λs).  For a
+quadratic U in whitened coordinates y = (∇²U + λI)s points along s, but on a steep, curved
+tail a pair with cos 0.2 stretched H 36-fold, and the sub-chain's every later step was too
+long and rejected (it froze there).  With cos ≥ 0.5 the first term's stretch is at most
+9-fold."""
 
 
 def moved_point(state: HAMCMCState) -> Array:
@@ -301,6 +304,9 @@ def build_kernel(
         theta = theta_back - drift + diffusion
 
         # memory pair on the same minibatch Ω_t (Alg. 1 line 8); trust-region shift y += λ s.
+        # (Under the adapter's gradient clip both gradients may be clipped, so y is then no
+        # secant of U; such pairs arise only far in a steep tail, and MIN_PAIR_COSINE drops
+        # the misaligned ones.)
         grad_new = potential.grad(theta, idx)
         s_new = theta - theta_back
         y_new = grad_new - grad_back + params.damping * s_new

@@ -6,9 +6,8 @@ Facts used (probed on NumPyro 0.22):
 * a ``numpyro.plate`` sends a message of type ``"plate"`` whose ``value`` is the
   subsample index vector and whose ``args`` are ``(size, subsample_size)``; the plate
   then scales every site inside it by ``size / len(value)``;
-* unconstrained parameters map to constrained ones through
-  ``biject_to(site["fn"].support)``, evaluated when the site is reached so that
-  parameter-dependent supports work;
+* unconstrained parameters map to constrained ones through ``biject_to(site["fn"].support)``,
+  evaluated when the site is reached so that parameter-dependent supports work;
 * every trace substitutes init-strategy values for the latent sites, as NumPyro's own
   ``initialize_model`` does: ``.sample()`` is never called on an improper prior;
 * a plain data plate whose observed data are not indexed with the plate's indices
@@ -140,12 +139,14 @@ def inspect_model(
         if len(candidates) > 1:
             narrowed = [c for c in candidates if c in subsampled]
             if len(narrowed) != 1:  # subsampling any conditional independence is unbiased:
-                sizes = {c: int(plates[c]["args"][0]) for c in candidates}  # the largest plate
-                narrowed = [c for c in candidates if sizes[c] == max(sizes.values())]
+                local = {c for v in latent.values() for c in _plates_of(v)}  # plates of latents
+                free = sorted(set(candidates) - local) or candidates
+                sizes = {c: int(plates[c]["args"][0]) for c in free}
+                narrowed = [c for c in free if sizes[c] == max(sizes.values())]  # the largest
             if len(narrowed) != 1:
                 raise ValueError(
                     f"several plates of the same size cover the observed sites "
-                    f"({', '.join(candidates)}); name the data plate with data_plate='<name>'."
+                    f"({', '.join(narrowed)}); name the data plate with data_plate='<name>'."
                 )
             candidates = narrowed
         data_plate = candidates[0] if candidates else None

@@ -172,7 +172,7 @@ class AutoSampler(MCMCKernel):
             raise ValueError("no candidate sampler is compatible with this model.")
         # the chosen kernel picks its own batch size (shared warmup) unless the user gave one
         shared = {"subsample_size": subsample} if subsample is not None else {}
-        if self.strategy == "pilot":
+        if self.strategy == "pilot" and not features.local_sites:  # else only NUTS can run
             decision = run_pilot(
                 self._model,
                 model_args,

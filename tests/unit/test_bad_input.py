@@ -88,6 +88,8 @@ def test_auto_sampler_runs_full_data_nuts_for_per_datum_latents():
     assert decision.kernel == "nuts" and decision.features.local_sites == ("z",)
     assert "per-datum latent site(s) z" in " ".join(decision.reasons)
     assert all(c.name == "nuts" or "cannot subsample" in c.reasons[-1] for c in decision.ranking)
+    # no minibatch candidate to pilot: the pilot strategy takes the same decision
+    assert AutoSampler(local_latent_model, strategy="pilot").decide((X, Y), {}).kernel == "nuts"
     mcmc = MCMC(sampler, num_warmup=50, num_samples=50, progress_bar=False)
     mcmc.run(jax.random.key(0), X, Y)
     assert mcmc.get_samples()["z"].shape == (50, X.shape[0])
@@ -373,6 +375,15 @@ def test_per_datum_factor_and_nested_plates_are_subsampled_like_indexed_models()
             strict=True,
         ):
             np.testing.assert_allclose(got, expected, rtol=1e-10, err_msg=model.__name__)
+
+    # a larger plate that holds latents (a mean per column) is not the data plate
+    def per_column(Y):
+        with numpyro.plate("columns", Y.shape[1], dim=-1):
+            mu = numpyro.sample("mu", dist.Normal(0, 10))
+        with numpyro.plate("rows", Y.shape[0], dim=-2), numpyro.plate("columns", Y.shape[1]):
+            numpyro.sample("y", dist.Normal(mu, 2.0), obs=Y)
+
+    assert inspect(per_column, (jnp.ones((30, 40)),)).data_plate == "rows"
     square = jnp.ones((X.shape[0], X.shape[0]))
     with pytest.raises(ValueError, match=r"same size cover.*\(columns, rows\).*data_plate="):
         make_potential(partial(nested, inner_size=X.shape[0]), (square,), subsample_size=20)

@@ -256,6 +256,36 @@ def test_nonpositive_curvature_pairs_are_skipped_and_counted():
     assert int(state.num_skipped_pairs) == 0 and int(skipped.sum()) == 0
 
 
+def test_misaligned_pairs_are_skipped_and_the_guard_measures_from_the_moved_point():
+    """A pair whose y is more than 60° from s is skipped (``MIN_PAIR_COSINE``) even where the
+    curvature is positive, and ``moved_point`` is θ_{t−M}, the state the next step moves
+    (the adapter's divergence guard measures a step's length from it)."""
+    scales = jnp.array([1.0, 400.0])  # U = ½ Σ a_i x_i²: y = A s is far from s's direction
+    terms = lambda x, idx: (0.5 * jnp.sum(scales * x**2), jnp.zeros(idx.shape[0]))
+    potential = build_potential(terms, dim=2, N=1, n=1, init_position=jnp.zeros(2))
+
+    @jax.jit
+    def run():
+        step, start = make_step(potential, 1e-3, 2, damping=0.0, initial_scale=1.0)
+
+        def body(state, key):
+            state, info = step(key, state)
+            return state, (info.skipped_pairs, info.curvature)
+
+        return jax.lax.scan(body, start(jnp.ones(2)), jax.random.split(jax.random.key(0), 200))
+
+    state, (skipped, curvature) = run()
+    assert bool(jnp.all(curvature[4:] > 0))  # convex: the old sᵀy > 0 test kept every pair
+    assert 0 < int(skipped.sum()) == int(state.num_skipped_pairs)
+
+    M = 3
+    step, start = make_step(logistic_potential(), 0.3, M)
+    states, _, _, _ = run_chain(step, start(jnp.full(4, 0.5)), 12)
+    for t in (2 * M + 1, 9, 11):
+        np.testing.assert_array_equal(hamcmc.moved_point(states[t - 1]), states[t - M].position)
+        assert not np.allclose(hamcmc.moved_point(states[t - 1]), states[t - 1].position)
+
+
 def test_step_size_schedule_is_constant_within_blocks_of_M():
     t = jnp.arange(1, 13)
     eps = np.asarray(hamcmc.step_size_at(t, 1e-3, 3, "polynomial"))
