@@ -142,7 +142,7 @@ On a log-scale latent under an exponential prior (∇U ∝ eᵘ) one SGLD chain 
 and froze with its step size halved to 0."""
 
 
-def gradient_clip_norm(potential: Any) -> float:
+def gradient_clip_norm(potential: SubsampledPotential) -> float:
     """``GRADIENT_LIMIT`` × the minibatch gradient's norm in the bulk of a whitened posterior.
 
     There ‖∇U‖ ≈ √D, and a plain minibatch estimator (N/n) Σ ∇ℓ_i adds noise of variance

@@ -16,7 +16,7 @@ from pplsamplers.potential import LocalLatentError, discrete_latent_sites, inspe
 from pplsamplers.registry import SAMPLERS, make_kernel
 from pplsamplers.select.competence import SMALL_N, rank_candidates
 from pplsamplers.select.decision import Decision
-from pplsamplers.select.features import model_features
+from pplsamplers.select.features import local_latent_features, model_features
 from pplsamplers.select.pilot import PilotOptions, run_pilot
 from pplsamplers.types import PRNGKey
 
@@ -132,6 +132,7 @@ class AutoSampler(MCMCKernel):
         self.overrides = overrides
         self.decision = None
         self._data: tuple | None = None
+        self._check_potential: Any = None  # full_data_potential's, built once per decision
         self._delegate: MCMCKernel | None = None
         self._decided_for: Any = None
         self._fields_warned = False
@@ -151,22 +152,24 @@ class AutoSampler(MCMCKernel):
         data_plate = self.overrides.get("data_plate")
         probe_size = subsample  # the features' noise probes need a minibatch size
         model: Any = self._model
+        features = None
         if not discrete_latent_sites(model, model_args, model_kwargs):
             try:
                 model = inspect(model, model_args, model_kwargs, data_plate)  # traced once
-            except LocalLatentError:  # per-datum latents: model_features says so, NUTS runs
-                model = self._model
+            except LocalLatentError as error:  # per-datum latents: full-data NUTS only
+                features = local_latent_features(error)
             else:
                 if probe_size is None and model.data_plate and model.model_subsample_size is None:
                     probe_size = default_subsample_size(model.data_size)
-        features = model_features(
-            model,
-            model_args,
-            model_kwargs,
-            subsample_size=probe_size,
-            data_plate=data_plate,
-            setup=self._shared_setup(model, model_args, model_kwargs),
-        )
+        if features is None:
+            features = model_features(
+                model,
+                model_args,
+                model_kwargs,
+                subsample_size=probe_size,
+                data_plate=data_plate,
+                setup=self._shared_setup(model, model_args, model_kwargs),
+            )
         ranking = tuple(rank_candidates(features, self.candidates or available_candidates()))
         if not ranking:
             raise ValueError("no candidate sampler is compatible with this model.")
@@ -195,7 +198,7 @@ class AutoSampler(MCMCKernel):
                 strategy="rules",
             )
         self.decision, self._decided_for = decision, signature
-        self._data = (model_args, model_kwargs)
+        self._data, self._check_potential = (model_args, model_kwargs), None
         self._delegate = self._make_delegate(decision)
         if self.verbose:
             decision.print_explanation()
@@ -251,17 +254,24 @@ class AutoSampler(MCMCKernel):
         handed to NumPyro's NUTS (a pplsamplers kernel carries its own), or ``None`` where
         the check does not apply: per-datum latents (no data plate to evaluate), a hard edge
         at the data (the Stein identity needs a density that vanishes at its boundary), or a
-        model the potential cannot be built for."""
+        model the potential cannot be built for.  Built once per decision (``check_run`` and
+        ``to_arviz`` both ask)."""
         features = getattr(self.decision, "features", None)
         if self._data is None or features is None or features.edge_sites or features.local_sites:
             return None
-        options = {
-            k: self.overrides[k] for k in ("init_strategy", "data_plate") if self.overrides.get(k)
-        }
-        try:
-            return make_potential(self._model, *self._data, check_data=False, **options)
-        except (ValueError, RuntimeError):
-            return None
+        if self._check_potential is None:
+            options = {
+                k: self.overrides[k]
+                for k in ("init_strategy", "data_plate")
+                if self.overrides.get(k)
+            }
+            try:
+                self._check_potential = make_potential(
+                    self._model, *self._data, check_data=False, **options
+                )
+            except (ValueError, RuntimeError):
+                return None
+        return self._check_potential
 
     def _require(self) -> MCMCKernel:
         if self._delegate is None:

@@ -304,6 +304,27 @@ def _without_probes(**structural: Any) -> ModelFeatures:
     )
 
 
+def _full_data_only(**structural: Any) -> ModelFeatures:
+    """Features of a model only full-data NUTS can sample: no data plate, dimension or probe
+    is read (``structural`` overrides these defaults)."""
+    defaults = dict(
+        num_data=0,
+        subsample_size=0,
+        dim=0,
+        has_data_plate=False,
+        discrete_sites=(),
+        constrained_sites=(),
+        cost_ratio=1.0,
+    )
+    return _without_probes(**{**defaults, **structural})
+
+
+def local_latent_features(error: LocalLatentError) -> ModelFeatures:
+    """Features of a model with per-datum latents, from the error that found them (the model
+    is not traced again): full-data NUTS only."""
+    return _full_data_only(num_data=error.data_size, has_data_plate=True, local_sites=error.sites)
+
+
 def model_features(
     model: Callable | ModelView,
     model_args: tuple = (),
@@ -337,28 +358,11 @@ def model_features(
         model_kwargs = dict(model_kwargs or {})
         discrete = tuple(discrete_latent_sites(model, model_args, model_kwargs))
         if discrete:
-            return _without_probes(
-                num_data=0,
-                subsample_size=0,
-                dim=0,
-                has_data_plate=False,
-                discrete_sites=discrete,
-                constrained_sites=(),
-                cost_ratio=1.0,
-            )
+            return _full_data_only(discrete_sites=discrete)
         try:
             model = inspect(model, model_args, model_kwargs, data_plate)
-        except LocalLatentError as error:  # per-datum latents: full-data NUTS only
-            return _without_probes(
-                num_data=error.data_size,
-                subsample_size=0,
-                dim=0,
-                has_data_plate=True,
-                discrete_sites=(),
-                constrained_sites=(),
-                cost_ratio=1.0,
-                local_sites=error.sites,
-            )
+        except LocalLatentError as error:
+            return local_latent_features(error)
     view, info = model, model.info
     structural = dict(
         has_data_plate=info.data_plate is not None,
@@ -421,6 +425,7 @@ __all__ = [
     "count_modes",
     "features_table",
     "laplace_starts",
+    "local_latent_features",
     "model_features",
     "probe_features",
 ]
