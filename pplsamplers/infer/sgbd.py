@@ -25,7 +25,13 @@ AUTO_SIGMA = 0.5
 """``step_size="auto"``: σ_j = 0.5 Laplace sds of coordinate j (0.5 on the adapter's whitened
 potential).  Measured on the raw-scale regression of the robustness suite (N = 10⁵, control
 variates, whitened): mean errors ≤ 0.1 sd and sd ratios within 5%; larger σ mixes faster and
-biases more (SGBD has no accept step)."""
+biases more (SGBD has no accept step).
+
+On a whitened potential the local scale 1/√H_jj at the start is capped at the whitening's
+scale, 1: where the shared warmup replaced a poor Laplace fit by a variational one, the
+curvature at the variational mean can be far flatter than the posterior (on the non-centred
+``reparam`` model of ``benchmarks/model_sweep.py``, 14 whitened sds along τ), and σ = 7 sds
+sent τ wandering to 10⁹ (the metric refinement fed on its spread)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,7 +71,10 @@ def sgbd_spec(config: SGBDConfig) -> KernelSpec:
     ) -> sgbd.SGBDParams:
         if isinstance(config.step_size, str):  # "auto": half the Laplace sd per coordinate
             at = potential.anchor if potential.anchor is not None else potential.init_position
-            sigma = AUTO_SIGMA * posterior_scale(potential, at, "diag")[0]
+            scale = posterior_scale(potential, at, "diag")[0]
+            if potential.whitened:  # the whitening's scale (1) bounds the local one
+                scale = jnp.minimum(scale, 1.0)
+            sigma = AUTO_SIGMA * scale
         else:
             sigma = validation.positive_array("step_size", config.step_size, potential.dim)
         return sgbd.make_params(sigma, potential.dim, potential.init_position.dtype)

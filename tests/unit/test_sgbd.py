@@ -327,3 +327,25 @@ def test_csgld_adapter_runs_vectorized(logreg_potential):
     )
     first_chain = jax.tree.map(lambda leaf: leaf[0], mcmc.last_state)
     assert "τ̂" in mcmc.sampler.get_diagnostics_str(first_chain)
+
+
+def test_auto_step_size_is_capped_at_the_whitening_scale():
+    """σ = 0.5 local Laplace sd, but on a whitened potential never more than 0.5 whitened sd:
+    where the whitening is a variational fit, the curvature at its mean can be far flatter
+    than the posterior (14 sds along τ on a non-centred model) and σ = 7 sds sent τ to 10⁹."""
+    from pplsamplers.potential import with_preconditioner
+
+    # curvature 1/25 along x0 at the start (local sd 5), 1 along x1
+    terms = lambda x, idx: (0.5 * (x[0] ** 2 / 25 + x[1] ** 2), jnp.zeros(idx.shape[0]))
+    raw = build_potential(terms, dim=2, N=10, n=10, init_position=jnp.zeros(2))
+    spec = sgbd_spec(SGBDConfig())
+    np.testing.assert_allclose(spec.default_params(jax.random.key(0), raw).step_size, [2.5, 0.5])
+    # whitened with the identity (a whitening that claims unit scale): the flat direction
+    # keeps the whitening's scale, the other its own
+    white = with_preconditioner(raw, jnp.zeros(2), jnp.ones(2))
+    assert white.whitened
+    np.testing.assert_allclose(spec.default_params(jax.random.key(0), white).step_size, [0.5, 0.5])
+    narrow = with_preconditioner(raw, jnp.zeros(2), jnp.array([1.0, 4.0]))  # x1 sd 1 = z1 sd 1/4
+    np.testing.assert_allclose(
+        spec.default_params(jax.random.key(0), narrow).step_size, [0.5, 0.125], rtol=1e-6
+    )
