@@ -8,18 +8,23 @@ import numpy as np
 from pplsamplers.potential import SubsampledPotential
 
 
+def site_names(shapes: dict[str, tuple[int, ...]]) -> list[str]:
+    """Names like ``"w[3]"`` of the flattened sites ``{site: shape}``, in ravel_pytree order
+    (sorted site names, C order within a site)."""
+    names = []
+    for site in sorted(shapes):
+        shape = tuple(shapes[site])
+        names += (
+            [site] if not shape else [f"{site}[{','.join(map(str, i))}]" for i in np.ndindex(shape)]
+        )
+    return names
+
+
 def coordinate_names(potential: SubsampledPotential) -> list[str]:
     """Names like ``"w[3]"`` for the D flat coordinates (ravel order of ``unravel``)."""
     try:
         out = jax.eval_shape(potential.unravel, potential.init_position)
-        names = []
-        for site, leaf in out.items():  # ravel_pytree order: sorted dict keys, C order
-            shape = tuple(leaf.shape)
-            names += (
-                [site]
-                if not shape
-                else [f"{site}[{','.join(map(str, i))}]" for i in np.ndindex(shape)]
-            )
+        names = site_names({site: leaf.shape for site, leaf in out.items()})
         if len(names) == potential.dim:
             return names
     except Exception:  # noqa: BLE001 - any unusual unravel falls back to x[j]
@@ -27,4 +32,4 @@ def coordinate_names(potential: SubsampledPotential) -> list[str]:
     return [f"x[{j}]" for j in range(potential.dim)]
 
 
-__all__ = ["coordinate_names"]
+__all__ = ["coordinate_names", "site_names"]

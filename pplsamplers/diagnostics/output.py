@@ -10,6 +10,7 @@ import jax
 import numpy as np
 
 from pplsamplers.diagnostics.checks import SelfCheck, self_check, warn
+from pplsamplers.diagnostics.names import site_names
 
 
 def _kernel_of(sampler: Any) -> Any:
@@ -18,7 +19,9 @@ def _kernel_of(sampler: Any) -> Any:
     return inner if getattr(inner, "prepared", None) is not None else None
 
 
-def check_run(mcmc: Any, *, warn_user: bool = True, thin_to: int = 200) -> SelfCheck | None:
+def check_run(
+    mcmc: Any, *, warn_user: bool = True, thin_to: int | None = None
+) -> SelfCheck | None:
     """Run the self-check (:func:`~pplsamplers.diagnostics.checks.self_check`) on a
     finished ``numpyro.infer.MCMC`` run of a pplsamplers kernel.
 
@@ -28,7 +31,9 @@ def check_run(mcmc: Any, *, warn_user: bool = True, thin_to: int = 200) -> SelfC
     ``warn_user=False``.  The result is also kept as ``mcmc.sampler.self_check_result``.
     AutoSampler's runs are checked whichever kernel it chose (full-data NUTS included, with
     NUTS's divergent transitions counted).  Returns ``None`` for any other kernel (NumPyro's
-    own NUTS).
+    own NUTS).  Where AutoSampler's NUTS run has no full-data potential to check against (a
+    hard edge at the data, per-datum latents), the check is of convergence and chain health
+    only, on the constrained draws, and says that the Stein check was skipped.
 
     Examples
     --------
@@ -38,13 +43,19 @@ def check_run(mcmc: Any, *, warn_user: bool = True, thin_to: int = 200) -> SelfC
     kernel = _kernel_of(mcmc.sampler)
     full_data = getattr(mcmc.sampler, "full_data_potential", None)  # AutoSampler -> NUTS
     potential = kernel.prepared.model_potential if kernel is not None else full_data and full_data()
-    if potential is None:
+    if potential is None and full_data is None:
         return None
     samples = mcmc.get_samples(group_by_chain=True)
     first = next(iter(samples.values()))
     chains, draws = np.shape(first)[:2]
-    flat = jax.tree.map(lambda a: a.reshape((chains * draws,) + a.shape[2:]), samples)
-    x = jax.vmap(potential.unconstrain)(flat).reshape(chains, draws, potential.dim)
+    names = None
+    if potential is None:  # AutoSampler's NUTS without a full-data check: convergence only
+        samples = {k: np.asarray(v) for k, v in sorted(samples.items())}
+        names = site_names({k: v.shape[2:] for k, v in samples.items()})
+        x = np.concatenate([v.reshape(chains, draws, -1) for v in samples.values()], axis=-1)
+    else:
+        flat = jax.tree.map(lambda a: a.reshape((chains * draws,) + a.shape[2:]), samples)
+        x = jax.vmap(potential.unconstrain)(flat).reshape(chains, draws, potential.dim)
     extra = mcmc.get_extra_fields(group_by_chain=True)
     counts = {}
     if "diverging" in extra:  # NUTS's divergent transitions, or our rejected steps
@@ -56,7 +67,9 @@ def check_run(mcmc: Any, *, warn_user: bool = True, thin_to: int = 200) -> SelfC
         alternatives = (f"another sampler than AutoSampler's choice '{decision.kernel}'",)
         if decision.strategy == "rules":
             alternatives += ("AutoSampler(strategy='pilot')",)
-    result = self_check(x, potential, counts=counts, thin_to=thin_to, alternatives=alternatives)
+    result = self_check(
+        x, potential, counts=counts, thin_to=thin_to, names=names, alternatives=alternatives
+    )
     mcmc.sampler.self_check_result = result
     if warn_user:
         warn(result, stacklevel=3)

@@ -95,7 +95,13 @@ def test_auto_sampler_runs_full_data_nuts_for_per_datum_latents():
     assert mcmc.get_samples()["z"].shape == (50, X.shape[0])
     from pplsamplers import check_run
 
-    assert check_run(mcmc) is None  # no data plate to evaluate the full-data check with
+    # no data plate to evaluate the full-data check with: convergence and chain health only,
+    # on the constrained draws (it used to return None, a run that was never checked)
+    result = check_run(mcmc, warn_user=False)
+    assert result.stein_whitening == "skipped: no full-data potential for this model"
+    assert result.names[0] == "w[0]" and "z[0]" in result.names
+    assert len(result.names) == len(result.rhat) and np.isfinite(result.rhat).all()
+    assert np.isnan(result.mean_err).all()
 
 
 @pytest.mark.parametrize("size", [0, -3, 51, 2.5, True])
@@ -465,5 +471,11 @@ def test_auto_sampler_runs_nuts_with_support_checks_on_a_support_edge():
     assert theta.min() >= top and abs(theta.mean() - top * (1 + 1 / 498)) < 0.02
     from pplsamplers import check_run
 
-    # no Stein check at a hard edge (the density does not vanish there): none, and no crash
-    assert check_run(mcmc) is None
+    from pplsamplers.diagnostics import SelfCheckWarning
+
+    # no Stein check at a hard edge (the density does not vanish there): convergence and
+    # NUTS's divergences only; the edge makes NUTS diverge, which was silent before
+    with pytest.warns(SelfCheckWarning, match=r"steps divergent"):
+        result = check_run(mcmc)
+    assert result.names == ("theta",) and result.stein_whitening.startswith("skipped")
+    assert result.counts["divergent"] > 0 and result.rhat[0] < 1.05

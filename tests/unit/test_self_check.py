@@ -44,7 +44,9 @@ EXACT = MU + RNG.normal(size=(2, 2000, D)) @ np.linalg.cholesky(SIGMA).T  # inde
 def test_exact_gaussian_passes_and_reads_realised_errors():
     result = self_check(EXACT, GAUSS)
     assert result.passed and result.warning == "" and result.failures == ()
-    assert result.stein_whitening == "dense" and result.stein_draws == 200
+    # N = 100: the default Stein budget (2·10⁷ datum evaluations) covers every draw
+    assert result.stein_whitening == "dense" and result.stein_draws == 4000
+    assert self_check(EXACT, GAUSS, thin_to=200).stein_draws == 200
     # the control-variate Stein estimate is (nearly) the run's own realised error
     realised = (EXACT.reshape(-1, D).mean(0) - MU) / SD
     np.testing.assert_allclose(result.mean_err, realised, atol=0.01)
@@ -251,11 +253,12 @@ def test_passed_check_does_not_warn_and_jit_is_cached():
 def test_dense_whitening_sharpens_the_check_on_a_correlated_posterior():
     """Why S is the draws' dense covariance: with a diagonal S the Stein terms of a correlated
     posterior keep their cross-coordinate noise (MCSE ~0.1 sd); dense S removes it (~0)."""
-    dense = self_check(EXACT, GAUSS, rng_key=jax.random.key(1))
-    diag = self_check(EXACT, GAUSS, whiten="diag", rng_key=jax.random.key(1))
+    # 200 checked draws (the default at large N; at N = 100 every draw is checked)
+    dense = self_check(EXACT, GAUSS, thin_to=200, rng_key=jax.random.key(1))
+    diag = self_check(EXACT, GAUSS, thin_to=200, whiten="diag", rng_key=jax.random.key(1))
     assert dense.passed and diag.passed and diag.stein_whitening == "diag"
     assert np.max(dense.mean_mcse) < 0.01 < 0.05 < np.max(diag.mean_mcse)
-    shifted = self_check(EXACT + 0.25 * SD * np.eye(D)[1], GAUSS, whiten="diag")
+    shifted = self_check(EXACT + 0.25 * SD * np.eye(D)[1], GAUSS, thin_to=200, whiten="diag")
     assert "stein_mean" in shifted.failures  # still caught (diag over-reads correlated shifts)
 
 
