@@ -78,9 +78,13 @@ def sgld_spec(config: SGLDConfig) -> KernelSpec:
     capped = config.preconditioned and config.step_size == "auto"
 
     def warmup_init(state: sgld.SGLDState, params: sgld.SGLDParams) -> tuple[Array, Array]:
-        # RMSprop average a (zero: not started) and the cap of G (ε·G ≤ the SGLD step)
+        # RMSprop average a and the cap of G (ε·G ≤ the SGLD step).  a starts at the value
+        # that gives the initial G, (1/G − λ)², not at the first g²: one first gradient near
+        # 0 made G ~ 10⁵ with a given ε, and the divergence guard's halvings then froze ε
+        # at a sixteenth of the user's (tests/statistical/test_preconditioned_langevin.py)
         cap = params.inverse_metric if capped else jnp.full_like(state.position, jnp.inf)
-        return jnp.zeros_like(state.position), cap
+        start = jnp.maximum(1.0 / params.inverse_metric - config.rmsprop_eps, 0.0) ** 2
+        return jnp.broadcast_to(start, state.position.shape).astype(state.position.dtype), cap
 
     def warmup(
         rng_key: PRNGKey,
@@ -92,10 +96,8 @@ def sgld_spec(config: SGLDConfig) -> KernelSpec:
         window: WarmupWindow,
     ) -> tuple[sgld.SGLDState, sgld.SGLDParams, tuple[Array, Array]]:
         square_avg, cap = adapt_state
-        g2 = info.gradient**2
         beta = config.rmsprop_decay
-        fresh = jnp.all(square_avg == 0.0)
-        square_avg = jnp.where(fresh, g2, beta * square_avg + (1 - beta) * g2)
+        square_avg = beta * square_avg + (1 - beta) * info.gradient**2
         metric = jnp.minimum(sgld.rmsprop_metric(square_avg, config.rmsprop_eps), cap)
         return state, params._replace(inverse_metric=metric), (square_avg, cap)
 
