@@ -470,7 +470,6 @@ def test_auto_sampler_runs_nuts_with_support_checks_on_a_support_edge():
     # posterior ∝ θ^-N on θ > max y (the prior is flat there): mean max y (1 + 1/(N-2))
     assert theta.min() >= top and abs(theta.mean() - top * (1 + 1 / 498)) < 0.02
     from pplsamplers import check_run
-
     from pplsamplers.diagnostics import SelfCheckWarning
 
     # no Stein check at a hard edge (the density does not vanish there): convergence and
