@@ -19,9 +19,7 @@ def _kernel_of(sampler: Any) -> Any:
     return inner if getattr(inner, "prepared", None) is not None else None
 
 
-def check_run(
-    mcmc: Any, *, warn_user: bool = True, thin_to: int | None = None
-) -> SelfCheck | None:
+def check_run(mcmc: Any, *, warn_user: bool = True, thin_to: int | None = None) -> SelfCheck | None:
     """Run the self-check (:func:`~pplsamplers.diagnostics.checks.self_check`) on a
     finished ``numpyro.infer.MCMC`` run of a pplsamplers kernel.
 
