@@ -39,6 +39,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from pplsamplers.infer.metric import refinement
 from pplsamplers.infer.options import PRECONDITIONERS, SamplerOptions, user_factor
 from pplsamplers.infer.spec import KernelSpec
 from pplsamplers.potential import (
@@ -93,8 +94,8 @@ class Prepared(NamedTuple):
     batched: SubsampledPotential
     """``potential`` before whitening (model coordinates x, batch size, control variate)."""
     adapt_metric: bool
-    """Whether each chain refines (center, factor) from its warmup draws
-    (:mod:`pplsamplers.infer.metric`): with a preconditioner chosen by the library."""
+    """Whether each chain refines (center, factor) from its warmup draws: with a preconditioner
+    the library chose, not already accurate (:func:`pplsamplers.infer.metric.refinement`)."""
 
 
 def _base(options: SamplerOptions, model_args: tuple, model_kwargs: dict) -> tuple:
@@ -320,10 +321,6 @@ def _mode_stage(options: SamplerOptions, model_args: tuple, model_kwargs: dict) 
     else:
         factor = user_factor(precondition, base.dim, dtype)
         notes["precondition"] = "the given covariance"
-    if precondition is None and mode is None:
-        center = jnp.zeros(base.dim, dtype)
-    if isinstance(precondition, str):
-        notes["precondition"] += "; refined from each chain's draws in NumPyro's warmup windows"
     if factor.ndim == 2 and not bool(jnp.array_equal(factor, jnp.tril(factor))):
         factor = jnp.linalg.cholesky(factor @ factor.T)  # same metric, triangular: traceable
     if mode is not None and isinstance(precondition, str):
@@ -377,6 +374,9 @@ def _prepare_shared(options: SamplerOptions, model_args: tuple, model_kwargs: di
         )
         notes["precondition"] += "; " + fit_note
         mode = center
+    refine, how = refinement(stage.laplace_misfit)  # the chains' windows (infer.metric)
+    if isinstance(precondition, str):
+        notes["precondition"] += "; " + how
     potential = with_preconditioner(batched, center, factor)
     if view is None:  # a user potential: no model to constrain, replay or name sites of
         postprocess, model_view, check = (lambda z: z), None, (lambda x: check_position(base, x))
@@ -399,7 +399,7 @@ def _prepare_shared(options: SamplerOptions, model_args: tuple, model_kwargs: di
         center,
         factor,
         batched,
-        isinstance(precondition, str),
+        isinstance(precondition, str) and refine,
     )
 
 

@@ -124,3 +124,22 @@ def test_a_given_covariance_is_not_refined():
     mcmc.run(jax.random.key(4), y=jnp.zeros(200))
     assert mcmc.last_state.metric_stats is None
     np.testing.assert_allclose(np.asarray(mcmc.last_state.metric.factor), [2.0])
+
+
+def _gaussian(y):
+    x = numpyro.sample("x", dist.Normal(0.0, 10.0))
+    with numpyro.plate("data", y.shape[0]) as idx:
+        numpyro.sample("y", dist.Normal(x, 1.0), obs=y[idx])
+
+
+def test_an_accurate_laplace_approximation_is_not_refined():
+    """A Gaussian posterior: the Laplace check reads a log-weight sd near 0, so the chains keep
+    the Laplace metric (refining it from a few effective warmup draws only added noise:
+    ``metric.REFINE_ABOVE_MISFIT``); the heavy-tailed t₃ above is refined."""
+    kernel = SGLD(_gaussian, control_variate=False, subsample_size=200)
+    mcmc = MCMC(kernel, num_warmup=300, num_samples=10, progress_bar=False)
+    mcmc.run(jax.random.key(5), y=jnp.ones(200))
+    assert mcmc.last_state.metric_stats is None
+    assert "not refined from the chains' draws" in kernel.prepared.notes["precondition"]
+    # the whitening itself is the exact posterior scale 1/√(200 + 1/100)
+    np.testing.assert_allclose(np.ravel(kernel.prepared.factor)[0], 1 / np.sqrt(200.01), rtol=1e-4)
