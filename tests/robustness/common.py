@@ -277,7 +277,7 @@ KNOWN_MISSES = {
         "sigmaBPS pass in some runs (0.19-0.24 sd) and miss in others (0.47 and 0.5); SBPS "
         "ends 0.45 sd away (exact gradients: only refreshment mixes tau, slowly, R-hat 1.34) "
         "and pSBPS 0.55; with ten steps per draw (steps_per_sample, 65a2978) SGLD 0.24 passes "
-        "and warns, pSGLD 0.33, HAMCMC 0.47, cSGLD and SGRLD 0.55, SGBD 0.67 (0.55-1.2 with "
+        "and warns, pSGLD 0.33, HAMCMC 0.47, cSGLD and SGRLD 0.55, SGBD 0.70 (0.55-1.2 with "
         "one step per draw); "
         "every such run warns (the self-check and divergence tests of "
         "this cell are strict). Longer runs do not fix the step-size kernels: in 2 x (3000 + "
