@@ -77,29 +77,33 @@ def sgld_spec(config: SGLDConfig) -> KernelSpec:
 
     capped = config.preconditioned and config.step_size == "auto"
 
-    def warmup_init(state: sgld.SGLDState, params: sgld.SGLDParams) -> tuple[Array, Array]:
-        # RMSprop average a and the cap of G (ε·G ≤ the SGLD step).  a starts at the value
-        # that gives the initial G, (1/G − λ)², not at the first g²: one first gradient near
-        # 0 made G ~ 10⁵ with a given ε, and the divergence guard's halvings then froze ε
-        # at a sixteenth of the user's (tests/statistical/test_preconditioned_langevin.py)
+    def warmup_init(state: sgld.SGLDState, params: sgld.SGLDParams) -> tuple[Array, Array, Array]:
+        # RMSprop average a, the cap of G (ε·G ≤ the SGLD step) and whether a has started.
+        # a holds the value that gives the initial G, (1/G − λ)², until the first gradient,
+        # which starts a at max(g², that): at g² alone one first gradient near 0 made
+        # G ~ 10⁵ with a given ε, and the divergence guard's halvings then froze ε at a
+        # sixteenth of the user's (tests/statistical/test_preconditioned_langevin.py)
         cap = params.inverse_metric if capped else jnp.full_like(state.position, jnp.inf)
-        start = jnp.maximum(1.0 / params.inverse_metric - config.rmsprop_eps, 0.0) ** 2
-        return jnp.broadcast_to(start, state.position.shape).astype(state.position.dtype), cap
+        floor = jnp.maximum(1.0 / params.inverse_metric - config.rmsprop_eps, 0.0) ** 2
+        floor = jnp.broadcast_to(floor, state.position.shape).astype(state.position.dtype)
+        return floor, cap, jnp.asarray(False)
 
     def warmup(
         rng_key: PRNGKey,
         state: sgld.SGLDState,
         params: sgld.SGLDParams,
-        adapt_state: tuple[Array, Array],
+        adapt_state: tuple[Array, Array, Array],
         info: sgld.SGLDInfo,
         potential: SubsampledPotential,
         window: WarmupWindow,
-    ) -> tuple[sgld.SGLDState, sgld.SGLDParams, tuple[Array, Array]]:
-        square_avg, cap = adapt_state
-        beta = config.rmsprop_decay
-        square_avg = beta * square_avg + (1 - beta) * info.gradient**2
+    ) -> tuple[sgld.SGLDState, sgld.SGLDParams, tuple[Array, Array, Array]]:
+        square_avg, cap, started = adapt_state
+        g2, beta = info.gradient**2, config.rmsprop_decay
+        square_avg = jnp.where(
+            started, beta * square_avg + (1 - beta) * g2, jnp.maximum(g2, square_avg)
+        )
         metric = jnp.minimum(sgld.rmsprop_metric(square_avg, config.rmsprop_eps), cap)
-        return state, params._replace(inverse_metric=metric), (square_avg, cap)
+        return state, params._replace(inverse_metric=metric), (square_avg, cap, jnp.asarray(True))
 
     def describe(info: sgld.SGLDInfo) -> str:
         return (
