@@ -28,6 +28,8 @@ the first warning.  ``MISS quiet`` is a silent wrong answer.
 
     .venv/bin/python benchmarks/model_sweep.py                    # all models and samplers
     .venv/bin/python benchmarks/model_sweep.py --models plain --samplers sbps auto
+    .venv/bin/python benchmarks/model_sweep.py --models hlogistic --samplers sgbd --seed 1 \
+        --option step_size=0.3                                   # one knob, another seed
 
 Examples
 --------
@@ -59,6 +61,7 @@ from numpyro.distributions import constraints  # noqa: E402
 from numpyro.infer import MCMC, NUTS  # noqa: E402
 from numpyro.infer.reparam import LocScaleReparam  # noqa: E402
 
+from benchmarks.robustness import parse_option  # noqa: E402
 from pplsamplers import check_run  # noqa: E402
 from tests.robustness.common import (  # noqa: E402
     MEAN_TOL,
@@ -212,15 +215,18 @@ def nuts_reference(name: str, model, args: tuple, cache: Path) -> dict:
     return {k: (np.asarray(m), np.asarray(s)) for k, (m, s) in json.loads(path.read_text()).items()}
 
 
-def run_cell(sampler: str, model, args: tuple, ref: dict) -> str:
-    """One cell's line (module docstring)."""
+def run_cell(
+    sampler: str, model, args: tuple, ref: dict, seed: int = SEED, options: dict | None = None
+) -> str:
+    """One cell's line (module docstring); ``options`` go to the kernel (``--option``)."""
     start, error = time.perf_counter(), None
     with warnings.catch_warnings(record=True) as records:
         warnings.simplefilter("always")
         try:
-            mcmc = MCMC(make_kernel(sampler, model), num_warmup=300, num_samples=500,
-                        num_chains=2, chain_method="vectorized", progress_bar=False)  # fmt: skip
-            mcmc.run(jax.random.key(SEED), *args)
+            mcmc = MCMC(make_kernel(sampler, model, **(options or {})), num_warmup=300,
+                        num_samples=500, num_chains=2, chain_method="vectorized",
+                        progress_bar=False)  # fmt: skip
+            mcmc.run(jax.random.key(seed), *args)
             draws = mcmc.get_samples()
             check_run(mcmc)
         except Exception as exc:  # noqa: BLE001 - reported in the table
@@ -245,7 +251,11 @@ def main() -> None:
     parser.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--samplers", nargs="*", default=None, help="default: all but NUTS")
     parser.add_argument("--cache", type=Path, default=ROOT / "benchmarks" / ".model_sweep")
+    parser.add_argument("--seed", type=int, default=SEED, help="PRNG seed of every cell")
+    parser.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                        help="a sampler option, as in benchmarks/robustness.py; repeatable")  # fmt: skip
     args = parser.parse_args()
+    options = dict(parse_option(text) for text in args.option)
     data = make_data()
     misses = silent = 0
     print(f"{'model':10s} {'sampler':10s} {'mean err':>8s} {'sd err':>8s}  wall  verdict")
@@ -253,7 +263,7 @@ def main() -> None:
         model, model_args = data[name]
         ref = nuts_reference(name, model, model_args, args.cache)
         for sampler in args.samplers or sampler_names():
-            line = run_cell(sampler, model, model_args, ref)
+            line = run_cell(sampler, model, model_args, ref, args.seed, options)
             misses += "MISS" in line or "ERROR" in line
             silent += "MISS quiet" in line
             print(f"{name:10s} {sampler:10s} {line}", flush=True)

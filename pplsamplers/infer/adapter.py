@@ -146,7 +146,8 @@ class SubsampledKernel(MCMCKernel):
     steps_per_sample
         Kernel steps per draw (NumPyro sample); ``None`` (default): the sampler's own
         default (:attr:`~pplsamplers.infer.spec.KernelSpec.steps_per_sample`: 10 for the
-        step-size kernels, 1 for the PDMPs).  ``sample_stats.data_evals`` counts every step.
+        step-size kernels, more in high D for those whose automatic step shrinks there,
+        1 for the PDMPs).  ``sample_stats.data_evals`` counts every step.
     """
 
     sample_field = "z"
@@ -166,7 +167,7 @@ class SubsampledKernel(MCMCKernel):
     ) -> None:
         if steps_per_sample is not None:
             validation.positive_int("steps_per_sample", steps_per_sample)
-            spec = spec._replace(steps_per_sample=int(steps_per_sample))
+            spec = spec._replace(steps_per_sample=int(steps_per_sample), steps_per_sample_at=None)
         self.options = SamplerOptions(
             model=model,
             subsample_size=subsample_size,
@@ -326,6 +327,8 @@ class SubsampledKernel(MCMCKernel):
         jump_limit = DIVERGENT_JUMP * math.sqrt(prepared.potential.dim)
         gradient_limit = gradient_clip_norm(prepared.potential)
         steps = spec.steps_per_sample
+        if spec.steps_per_sample_at is not None:
+            steps = spec.steps_per_sample_at(prepared.potential.dim)
 
         def potential_of(metric: metrics.Metric) -> SubsampledPotential:
             # a state's refined metric holds after warmup too (post_warmup_state, resume)

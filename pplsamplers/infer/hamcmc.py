@@ -14,7 +14,13 @@ import numpy as np
 
 from pplsamplers import validation
 from pplsamplers.infer.adapter import SubsampledKernel
-from pplsamplers.infer.spec import STEP_SIZE_STEPS_PER_SAMPLE, KernelSpec, halve_step_size
+from pplsamplers.infer.spec import (
+    STEP_SIZE_STEPS_PER_SAMPLE,
+    KernelSpec,
+    auto_langevin_step,
+    auto_langevin_steps,
+    halve_step_size,
+)
 from pplsamplers.kernels import hamcmc, sgrld
 from pplsamplers.kernels.hamcmc import Schedule
 from pplsamplers.potential import SubsampledPotential
@@ -43,7 +49,7 @@ def spd_matrix(name: str, value: Any) -> np.ndarray:
 class HAMCMCConfig:
     """HAMCMC's options, validated once."""
 
-    step_size: float = 0.1
+    step_size: float | str = "auto"
     memory_size: int = 2
     damping: float = 1.0
     initial_scale: float = 1.0
@@ -52,7 +58,8 @@ class HAMCMCConfig:
 
     def __post_init__(self) -> None:
         validation.switches(self)
-        validation.positive("step_size", self.step_size)
+        if self.step_size != "auto":
+            validation.positive("step_size", self.step_size)
         # M ≥ 2: the pairs then exclude θ_(t−M)
         validation.at_least(
             "memory_size", validation.positive_int("memory_size", self.memory_size), 2
@@ -67,17 +74,23 @@ class HAMCMCConfig:
 class SGRLDConfig:
     """SGRLD's options, validated once (G's size is checked against the model at ``init``)."""
 
-    step_size: float = 0.1
+    step_size: float | str = "auto"
     metric: Array | None = None
     schedule: Schedule = "constant"
     factorize_each_step: bool = False
 
     def __post_init__(self) -> None:
         validation.switches(self)
-        validation.positive("step_size", self.step_size)
+        if self.step_size != "auto":
+            validation.positive("step_size", self.step_size)
         if self.metric is not None:
             spd_matrix("metric", self.metric)
         validation.one_of("schedule", self.schedule, SCHEDULES)
+
+
+def automatic(step_size: float | str, dim: int) -> float:
+    """``step_size``, or :func:`~pplsamplers.infer.spec.auto_langevin_step` for ``"auto"``."""
+    return auto_langevin_step(dim) if step_size == "auto" else float(step_size)
 
 
 def hamcmc_spec(config: HAMCMCConfig) -> KernelSpec:
@@ -90,7 +103,7 @@ def hamcmc_spec(config: HAMCMCConfig) -> KernelSpec:
         as_array = functools.partial(jnp.asarray, dtype=potential.init_position.dtype)
         start = config.sgld_step_size
         return hamcmc.HAMCMCParams(
-            step_size=as_array(config.step_size),
+            step_size=as_array(automatic(config.step_size, potential.dim)),
             initial_scale=as_array(config.initial_scale),
             damping=as_array(config.damping),
             decay_exponent=as_array(0.51),
@@ -111,6 +124,7 @@ def hamcmc_spec(config: HAMCMCConfig) -> KernelSpec:
         describe=describe,
         stabilize=halve_step_size,
         steps_per_sample=STEP_SIZE_STEPS_PER_SAMPLE,
+        steps_per_sample_at=auto_langevin_steps if config.step_size == "auto" else None,
         moved_point=hamcmc.moved_point,
     )
 
@@ -131,7 +145,8 @@ def sgrld_spec(config: SGRLDConfig) -> KernelSpec:
             # whitened), where the same metric is Lᵀ G L: the update in x is unchanged.
             factor = jax.jacfwd(potential.to_model)(jnp.zeros(dim, dtype))
             metric = factor.T @ metric @ factor
-        step, exponent = jnp.asarray(config.step_size, dtype), jnp.asarray(0.51, dtype)
+        step = jnp.asarray(automatic(config.step_size, dim), dtype)
+        exponent = jnp.asarray(0.51, dtype)
         return sgrld.make_params(step, metric, exponent)
 
     def describe(info: sgrld.SGRLDInfo) -> str:
@@ -145,6 +160,7 @@ def sgrld_spec(config: SGRLDConfig) -> KernelSpec:
         describe=describe,
         stabilize=halve_step_size,
         steps_per_sample=STEP_SIZE_STEPS_PER_SAMPLE,
+        steps_per_sample_at=auto_langevin_steps if config.step_size == "auto" else None,
     )
 
 
@@ -158,15 +174,19 @@ class HAMCMC(SubsampledKernel):
     O(MD) and O(M²D) per step; a step costs two minibatch gradients.  Each draw is the most
     recent θ_t; consecutive draws come from M interleaved sub-chains.
 
-    The step size is kept as given: the paper tunes it by grid search and does not adapt it,
-    so warmup only runs the chain (the first 2M steps are SGLD, Alg. 1).
+    The step size is kept as given (or set from the dimension, ``"auto"``): the paper tunes it
+    by grid search and does not adapt it, so warmup only runs the chain (the first 2M steps are SGLD, Alg. 1).
 
     Parameters
     ----------
     model
         A NumPyro model with a data plate.
     step_size
-        ε > 0 (``schedule="constant"``), or ``a`` of ε_t = (a/t)^0.51 (``"polynomial"``).
+        ε > 0 (``schedule="constant"``), or ``a`` of ε_t = (a/t)^0.51 (``"polynomial"``);
+        ``"auto"`` (default): :func:`~pplsamplers.infer.spec.auto_langevin_step`, 0.1 in the
+        whitened coordinates of the shared warmup, less in high D (about 0.28/√D beyond
+        D = 8), where the fixed step's bias adds up over the coordinates; then the default
+        ``steps_per_sample`` grows in proportion (26 at D = 53, 62 at D = 300).
     memory_size
         M ≥ 2.
     damping
@@ -181,7 +201,7 @@ class HAMCMC(SubsampledKernel):
     **options
         The options of every sampler: ``subsample_size``, ``data_plate``, ``potential``,
         ``control_variate``, ``precondition``, ``init_strategy``,
-        ``steps_per_sample`` (default 10 here)
+        ``steps_per_sample`` (default 10 here, more in high D with ``step_size="auto"``)
         (see :class:`~pplsamplers.infer.adapter.SubsampledKernel`).
 
     Examples
@@ -199,7 +219,7 @@ class HAMCMC(SubsampledKernel):
     def __init__(
         self,
         model: Callable | None = None,
-        step_size: float = 0.1,
+        step_size: float | str = "auto",
         *,
         memory_size: int = 2,
         damping: float = 1.0,
@@ -226,7 +246,10 @@ class SGRLD(SubsampledKernel):
     model
         A NumPyro model with a data plate.
     step_size
-        ε > 0, or ``a`` of ε_t = (a/t)^0.51.
+        ε > 0, or ``a`` of ε_t = (a/t)^0.51; ``"auto"`` (default): :func:`~pplsamplers.infer.spec.auto_langevin_step`, 0.1 in the
+        whitened coordinates of the shared warmup, less in high D (about 0.28/√D beyond
+        D = 8), where the fixed step's bias adds up over the coordinates; then the default
+        ``steps_per_sample`` grows in proportion (26 at D = 53, 62 at D = 300).
     metric
         G, ``(D, D)`` symmetric positive definite, over the model's flat unconstrained
         position x; ``None`` is the identity (SGLD in the kernel's coordinates).  When the
@@ -255,7 +278,7 @@ class SGRLD(SubsampledKernel):
     def __init__(
         self,
         model: Callable | None = None,
-        step_size: float = 0.1,
+        step_size: float | str = "auto",
         *,
         metric: Array | None = None,
         schedule: Schedule = "constant",

@@ -15,6 +15,8 @@ from pplsamplers.infer.spec import (
     STEP_SIZE_STEPS_PER_SAMPLE,
     KernelSpec,
     WarmupWindow,
+    auto_langevin_steps,
+    coherent_step_limit,
     halve_step_size,
 )
 from pplsamplers.kernels import sgld
@@ -56,7 +58,11 @@ def sgld_spec(config: SGLDConfig) -> KernelSpec:
         if step == "auto":
             map_key, probe_key = jax.random.split(rng_key)
             anchor = find_map(map_key, potential).position if mode is None else mode
-            step = suggest_sgld_step_size(probe_key, potential, anchor)
+            curvature = posterior_scale(potential, anchor, "diag")[0] ** -2
+            step = min(
+                suggest_sgld_step_size(probe_key, potential, anchor),
+                coherent_step_limit(potential.dim, float(jnp.sum(curvature))),
+            )
             if config.preconditioned:
                 # pSGLD moves coordinate j by ε·G_j with G_j = 1/(λ + √a_j) and a_j ≈ E[g_j²]
                 # = H_jj + V_j over the posterior (Laplace: Var ∇U = H; V the minibatch
@@ -64,7 +70,6 @@ def sgld_spec(config: SGLDConfig) -> KernelSpec:
                 noise = jax.jit(lambda k, x: gradient_noise_variance(k, potential, x))(
                     probe_key, anchor
                 )
-                curvature = posterior_scale(potential, anchor, "diag")[0] ** -2
                 slowest = float(jnp.min(config.rmsprop_eps + jnp.sqrt(curvature + noise)))
                 # ε·G starts as the plain-SGLD step, and the warmup's RMSprop G is capped at
                 # 1/slowest (see warmup): a coordinate whose gradients were small during
@@ -121,6 +126,7 @@ def sgld_spec(config: SGLDConfig) -> KernelSpec:
         describe=describe,
         stabilize=halve_step_size,
         steps_per_sample=STEP_SIZE_STEPS_PER_SAMPLE,
+        steps_per_sample_at=auto_langevin_steps if config.step_size == "auto" else None,
     )
 
 
@@ -140,7 +146,11 @@ class SGLD(SubsampledKernel):
     step_size
         ε > 0, or ``"auto"``: at ``init`` ε is set to a tenth of min(1/λ_max(∇²U),
         4/λ_max(V)) (curvature and gradient-noise limits, Welling & Teh 2011 §4; see
-        :func:`~pplsamplers.potential.suggest_sgld_step_size`).  ε is in the sampler's
+        :func:`~pplsamplers.potential.suggest_sgld_step_size`), and at most
+        2 b D / tr(∇²U) (:func:`~pplsamplers.infer.spec.coherent_step_limit`: about 0.28/√D
+        in whitened coordinates), which keeps the bias summed over D coordinates, e.g. on a
+        hierarchical scale, within 0.1 posterior sd; the default ``steps_per_sample`` then
+        grows in proportion (26 at D = 53, 62 at D = 300).  ε is in the sampler's
         coordinates, which are whitened by default (``precondition="auto"``: unit posterior
         scale, so ``"auto"`` gives ε ≈ 0.1 and a variance inflation of about 1/(1 − ε/2));
         with ``precondition=None`` it is in the model's unconstrained coordinates.  SGLD is
@@ -152,7 +162,7 @@ class SGLD(SubsampledKernel):
     **options
         The options of every sampler: ``subsample_size``, ``data_plate``, ``potential``,
         ``control_variate``, ``precondition``, ``init_strategy``,
-        ``steps_per_sample`` (default 10 here)
+        ``steps_per_sample`` (default 10 here, more in high D with ``step_size="auto"``)
         (see :class:`~pplsamplers.infer.adapter.SubsampledKernel`).
 
     Examples

@@ -88,6 +88,10 @@ class KernelSpec(NamedTuple):
         Kernel steps per draw by default (the sampler's ``steps_per_sample=None``): 1 for
         the PDMPs, whose sample interval already spends about ten proposals per draw;
         :data:`STEP_SIZE_STEPS_PER_SAMPLE` for the step-size kernels.
+    steps_per_sample_at
+        ``dim -> steps per draw``, the default instead of ``steps_per_sample`` where the
+        automatic step shrinks with the dimension (:func:`dilated_steps`); ``None``: the
+        fixed ``steps_per_sample``.  A user's ``steps_per_sample`` overrides both.
     stabilize
         ``Params -> Params``, warmup's answer to a divergent step (one that is not finite,
         or that jumps more than :data:`DIVERGENT_JUMP` √D in whitened coordinates): the
@@ -113,6 +117,7 @@ class KernelSpec(NamedTuple):
     chains_in_turn: bool = False
     stabilize: Callable[[Any], Any] | None = None
     steps_per_sample: int = 1
+    steps_per_sample_at: Callable[[int], int] | None = None
     moved_point: Callable[[Any], Array] | None = None
 
 
@@ -123,6 +128,101 @@ draws on flat-prior linear and Poisson regressions (autocorrelation times of 30-
 the self-check asked for more draws on every run) while costing a tenth of a PDMP draw
 (about ten proposals).  Ten steps per draw spend what a PDMP draw spends; the stationary
 distribution, and so the bias, is unchanged."""
+
+
+COHERENT_BIAS = 0.1
+"""The automatic step of a step-size kernel keeps its predicted shift of the log density
+within ``COHERENT_BIAS`` of that quantity's posterior sd (half what the self-check's
+coherent scale error flags, 0.2).
+
+A fixed step widens every whitened coordinate's variance by a relative b (ULA: b = εh/2;
+Barker: b ≈ 0.27σ², :data:`BARKER_VARIANCE_BIAS`).  Per coordinate that is harmless, but the
+log density, and any quantity coupled to all D coordinates such as a hierarchical scale,
+sums the D biases: its mean moves by D b / 2 against a posterior sd of √(D / 2), that is by
+b √(D / 2) sds.  A step tuned at small D is therefore wrong in the hundreds: SGBD's default
+σ = 0.5 (b = 0.067) left the hierarchical scale τ 0.35 sd low at D = 53 (predicted 0.35) and
+0.7 sd low at D = 304 (predicted 0.83), where the self-check saw the first only in long runs.
+:func:`coherent_variance_bias` is the b that keeps the shift at ``COHERENT_BIAS``."""
+
+BARKER_VARIANCE_BIAS = 0.27
+"""SGBD's (unadjusted Barker's) stationary variance on N(0, 1) is 1 + 0.27σ² + O(σ⁴), full
+batch: 1.067, 1.045, 1.028 at σ = 0.5, 0.4, 0.3 (64 coordinates × 8 chains × 38000 steps,
+standard errors 0.001)."""
+
+
+MAX_STEP_DILATION = 10.0
+""":func:`dilated_steps` spends at most ten times the default steps per draw (100)."""
+
+
+def dilated_steps(slowdown: float) -> int:
+    """Steps per draw for an automatic step whose diffusion per step is ``slowdown`` times
+    smaller than at small D (SGLD: ε / ε₀; SGBD: (σ / σ₀)²), so that a draw covers the same
+    time as :data:`STEP_SIZE_STEPS_PER_SAMPLE` steps there: without it, the smaller step of
+    the coherent bias budget kept the bias down but mixed several times slower, and in
+    2 × 500 draws on the 304-dimensional hierarchical model of the robustness suite SGLD
+    ended 0.57 sd from NUTS instead of 0.24.  At most :data:`MAX_STEP_DILATION` times.
+
+    >>> dilated_steps(1.0), dilated_steps(2.6), dilated_steps(50.0)
+    (10, 26, 100)
+    """
+    factor = min(max(float(slowdown), 1.0), MAX_STEP_DILATION)
+    return math.ceil(round(STEP_SIZE_STEPS_PER_SAMPLE * factor, 6))
+
+
+def coherent_variance_bias(dim: int) -> float:
+    """The largest relative variance bias b per whitened coordinate whose sum over ``dim``
+    coordinates moves the log density by :data:`COHERENT_BIAS` of its sd: 0.1 √(2 / D).
+
+    >>> round(coherent_variance_bias(2), 3), round(coherent_variance_bias(200), 3)
+    (0.1, 0.01)
+    """
+    return COHERENT_BIAS * math.sqrt(2.0 / max(int(dim), 1))
+
+
+def coherent_step_limit(dim: int, curvature_trace: float) -> float:
+    """The largest SGLD step whose bias, summed over ``dim`` coordinates, moves the log
+    density by at most :data:`~pplsamplers.infer.spec.COHERENT_BIAS` of its posterior sd.
+
+    A fixed step ε widens coordinate j's variance by the relative b_j = ε h_j / 2 (ULA on a
+    Gaussian of curvature h_j: 1 / (1 − ε h_j / 2)); their mean ε tr(H) / (2D) must stay
+    within :func:`~pplsamplers.infer.spec.coherent_variance_bias`, so ε ≤ 2 b D / tr(H):
+    0.28 / √D in whitened coordinates (tr H = D), 0.039 at D = 53 and 0.016 at D = 300,
+    against the conservative 0.1 / λ_max.
+
+    >>> round(coherent_step_limit(2, 2.0), 3), round(coherent_step_limit(300, 300.0), 4)
+    (0.2, 0.0163)
+    """
+    return 2.0 * coherent_variance_bias(dim) * dim / max(curvature_trace, 1e-12)
+
+
+AUTO_LANGEVIN_STEP = 0.1
+"""The automatic step of the Langevin kernels (SGLD's at unit curvature; cSGLD, SGRLD and
+HAMCMC in the shared warmup's whitened coordinates), before the coherent bias budget."""
+
+
+def auto_langevin_step(dim: int) -> float:
+    """``step_size="auto"`` of cSGLD, SGRLD and HAMCMC: 0.1, or the coherent bias budget's
+    :func:`coherent_step_limit` in whitened coordinates (tr H = D) where that is smaller.
+
+    On the 304-dimensional hierarchical model of the robustness suite, a step of 0.1 left the
+    group scale 0.55 sd (cSGLD, SGRLD) and 0.47 sd (HAMCMC) from NUTS in 2 × 500 draws; at
+    this step (0.016) with :func:`auto_langevin_steps` steps per draw, 0.17, 0.17 and 0.20.
+
+    >>> auto_langevin_step(8), round(auto_langevin_step(300), 4)
+    (0.1, 0.0163)
+    """
+    return min(AUTO_LANGEVIN_STEP, coherent_step_limit(dim, float(dim)))
+
+
+def auto_langevin_steps(dim: int) -> int:
+    """Default steps per draw with an automatic Langevin step: ten, times the factor by which
+    the coherent bias budget shrinks the step below :data:`AUTO_LANGEVIN_STEP`
+    (:func:`dilated_steps`).
+
+    >>> auto_langevin_steps(5), auto_langevin_steps(53), auto_langevin_steps(300)
+    (10, 26, 62)
+    """
+    return dilated_steps(AUTO_LANGEVIN_STEP / auto_langevin_step(dim))
 
 
 DIVERGENT_JUMP = 10.0
@@ -171,12 +271,21 @@ def halve_step_size(params: Any) -> Any:
 
 
 __all__ = [
+    "AUTO_LANGEVIN_STEP",
+    "BARKER_VARIANCE_BIAS",
+    "COHERENT_BIAS",
     "DIVERGENT_JUMP",
     "GRADIENT_LIMIT",
+    "MAX_STEP_DILATION",
     "STEP_SIZE_STEPS_PER_SAMPLE",
     "Kernel",
     "KernelSpec",
     "WarmupWindow",
+    "auto_langevin_step",
+    "auto_langevin_steps",
+    "coherent_step_limit",
+    "coherent_variance_bias",
+    "dilated_steps",
     "gradient_clip_norm",
     "halve_step_size",
     "no_warmup_init",
