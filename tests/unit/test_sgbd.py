@@ -349,3 +349,43 @@ def test_auto_step_size_is_capped_at_the_whitening_scale():
     np.testing.assert_allclose(
         spec.default_params(jax.random.key(0), narrow).step_size, [0.5, 0.125], rtol=1e-6
     )
+
+
+@pytest.mark.parametrize("dim", [1, 4, 5, 53, 304, 10_000])
+def test_auto_sigma_keeps_the_coherent_bias_within_budget(dim):
+    """σ = auto_sigma(D): the predicted shift of the log density, 0.27σ²·√(D/2) posterior sds,
+    is at most COHERENT_BIAS (0.1) at every D, and σ is the former 0.5 where that allows it."""
+    import math
+
+    from pplsamplers.infer.sgbd import AUTO_SIGMA, auto_sigma
+    from pplsamplers.infer.spec import BARKER_VARIANCE_BIAS, COHERENT_BIAS
+
+    sigma = auto_sigma(dim)
+    assert 0 < sigma <= AUTO_SIGMA
+    shift = BARKER_VARIANCE_BIAS * sigma**2 * math.sqrt(dim / 2)
+    assert shift <= COHERENT_BIAS * (1 + 1e-9)
+    assert sigma == AUTO_SIGMA or shift == pytest.approx(COHERENT_BIAS)
+
+
+def test_auto_sigma_and_its_steps_per_draw_follow_the_dimension():
+    """On a whitened 60-dimensional potential the automatic σ is auto_sigma(60) (not 0.5), and
+    a run takes (0.5 / σ)² times ten steps per draw; a given σ keeps ten."""
+    from pplsamplers.infer.sgbd import auto_sigma
+    from pplsamplers.infer.spec import dilated_steps
+    from pplsamplers.potential import with_preconditioner
+
+    dim = 60
+    terms = lambda x, idx: (0.5 * jnp.sum(x**2), jnp.zeros(idx.shape[0]))
+    raw = build_potential(terms, dim=dim, N=10, n=10, init_position=jnp.zeros(dim))
+    white = with_preconditioner(raw, jnp.zeros(dim), jnp.ones(dim))
+    spec = sgbd_spec(SGBDConfig())
+    sigma = spec.default_params(jax.random.key(0), white).step_size
+    np.testing.assert_allclose(sigma, auto_sigma(dim), rtol=1e-6)
+    expected = dilated_steps((0.5 / auto_sigma(dim)) ** 2)
+    assert spec.steps_per_sample_at(dim) == expected > STEP_SIZE_STEPS_PER_SAMPLE
+    assert sgbd_spec(SGBDConfig(step_size=0.3)).steps_per_sample_at is None
+
+    mcmc = MCMC(SGBD(potential=raw), num_warmup=2, num_samples=3, progress_bar=False)
+    mcmc.run(jax.random.key(1))
+    evals = az.from_numpyro(mcmc).sample_stats["data_evals"]
+    assert int(evals.min()) == 10 * expected  # N = 10 data per full-batch step

@@ -46,3 +46,42 @@ def test_steps_per_sample_counts_every_step_and_is_validated():
         assert np.all(evals == 10 * expected), (steps, evals[:3])
     with pytest.raises(ValueError, match="steps_per_sample"):
         SGLD(model, steps_per_sample=0)
+
+
+def test_coherent_step_limit_is_the_ula_bias_budget():
+    """ULA on a Gaussian of curvature h has variance 1 / (h (1 − εh/2)): the relative bias
+    b = εh/2 summed over D coordinates moves the log density by (Σ b_j / 2) / √(D/2) sds.
+    At the limit that is exactly COHERENT_BIAS, for any spread of the curvatures."""
+    import math
+
+    from pplsamplers.infer.spec import COHERENT_BIAS, coherent_step_limit
+
+    curvatures = np.array([0.5, 1.0, 2.0, 4.0] * 25)  # D = 100, tr H = 187.5
+    eps = coherent_step_limit(curvatures.size, float(curvatures.sum()))
+    exact_bias = 1 / (1 - eps * curvatures / 2) - 1  # ULA's relative variance bias
+    shift = exact_bias.sum() / 2 / math.sqrt(curvatures.size / 2)
+    assert shift == pytest.approx(COHERENT_BIAS, rel=0.05)  # to first order in ε
+
+
+@pytest.mark.parametrize("sampler", ["sgld", "psgld", "csgld", "sgrld", "hamcmc"])
+def test_automatic_langevin_step_shrinks_in_high_dimension(sampler):
+    """On a whitened 300-dimensional N(0, I) the automatic step is at most 0.28/√D (not 0.1),
+    and the default steps per draw grow by the same factor; a given step keeps ten."""
+    import jax.numpy as jnp
+
+    from pplsamplers.infer.spec import auto_langevin_step, auto_langevin_steps
+    from pplsamplers.potential import build_potential, with_preconditioner
+    from pplsamplers.registry import make_kernel
+
+    dim = 300
+    terms = lambda x, idx: (0.5 * jnp.sum(x**2), jnp.zeros(idx.shape[0]))
+    raw = build_potential(terms, dim=dim, N=10, n=10, init_position=jnp.zeros(dim))
+    white = with_preconditioner(raw, jnp.zeros(dim), jnp.ones(dim))
+    spec = make_kernel(sampler, None, potential=raw).spec
+    params = spec.default_params(jax.random.key(0), white, jnp.zeros(dim))
+    metric = getattr(params, "inverse_metric", None)  # pSGLD: ε G_j is the step
+    step = float(np.max(params.step_size * (1.0 if metric is None else metric)))
+    assert step <= auto_langevin_step(dim) * (1 + 1e-6) < 0.1
+    assert spec.steps_per_sample_at(dim) == auto_langevin_steps(dim) == 62
+    given = make_kernel(sampler, None, potential=raw, step_size=0.05).spec
+    assert given.steps_per_sample_at is None and given.steps_per_sample == 10
