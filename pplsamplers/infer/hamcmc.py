@@ -123,8 +123,14 @@ def hamcmc_spec(config: HAMCMCConfig) -> KernelSpec:
         diagnostic_fields=("data_evals", "skipped_pairs", "step_size", "curvature", "sgld_start"),
         describe=describe,
         stabilize=halve_step_size,
-        steps_per_sample=STEP_SIZE_STEPS_PER_SAMPLE,
-        steps_per_sample_at=auto_langevin_steps if config.step_size == "auto" else None,
+        # each step moves one of the M interleaved sub-chains: M times the steps per draw
+        # advance each of them as far as the other kernels' chain
+        steps_per_sample=STEP_SIZE_STEPS_PER_SAMPLE * config.memory_size,
+        steps_per_sample_at=(
+            (lambda dim: auto_langevin_steps(dim) * config.memory_size)
+            if config.step_size == "auto"
+            else None
+        ),
         moved_point=hamcmc.moved_point,
     )
 
@@ -186,7 +192,7 @@ class HAMCMC(SubsampledKernel):
         ``"auto"`` (default): :func:`~pplsamplers.infer.spec.auto_langevin_step`, 0.1 in the
         whitened coordinates of the shared warmup, less in high D (about 0.28/√D beyond
         D = 8), where the fixed step's bias adds up over the coordinates; then the default
-        ``steps_per_sample`` grows in proportion (26 at D = 53, 62 at D = 300).
+        ``steps_per_sample`` grows in proportion (M × 26 at D = 53, M × 62 at D = 300).
     memory_size
         M ≥ 2.
     damping
@@ -201,8 +207,9 @@ class HAMCMC(SubsampledKernel):
     **options
         The options of every sampler: ``subsample_size``, ``data_plate``, ``potential``,
         ``control_variate``, ``precondition``, ``init_strategy``,
-        ``steps_per_sample`` (default 10 here, more in high D with ``step_size="auto"``)
-        (see :class:`~pplsamplers.infer.adapter.SubsampledKernel`).
+        ``steps_per_sample`` (default 10 M here, so that each of the M interleaved
+        sub-chains takes ten steps per draw, as SGLD's chain does; more in high D with
+        ``step_size="auto"``) (see :class:`~pplsamplers.infer.adapter.SubsampledKernel`).
 
     Examples
     --------

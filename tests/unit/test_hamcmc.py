@@ -387,7 +387,7 @@ def test_adapter_exports_diagnostics_to_arviz():
     for field in ("data_evals", "skipped_pairs", "step_size"):
         assert field in stats, field
     # two minibatch gradients per step (each datum costs twice with a control variate)
-    steps = STEP_SIZE_STEPS_PER_SAMPLE  # every step of a draw counts
+    steps = STEP_SIZE_STEPS_PER_SAMPLE * 2  # every step of a draw counts: ten per sub-chain
     assert int(stats["data_evals"].min()) == 2 * 10 * kernel.potential.cost_per_datum * steps
     assert np.allclose(stats["step_size"], 0.1)
     assert "skipped pairs" in kernel.get_diagnostics_str(mcmc.last_state)
