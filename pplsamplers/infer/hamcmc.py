@@ -181,7 +181,8 @@ class HAMCMC(SubsampledKernel):
     recent θ_t; consecutive draws come from M interleaved sub-chains.
 
     The step size is kept as given (or set from the dimension, ``"auto"``): the paper tunes it
-    by grid search and does not adapt it, so warmup only runs the chain (the first 2M steps are SGLD, Alg. 1).
+    by grid search and does not adapt it, so warmup only runs the chain (the first 2M steps
+    are SGLD, Alg. 1).
 
     Parameters
     ----------
@@ -253,10 +254,11 @@ class SGRLD(SubsampledKernel):
     model
         A NumPyro model with a data plate.
     step_size
-        ε > 0, or ``a`` of ε_t = (a/t)^0.51; ``"auto"`` (default): :func:`~pplsamplers.infer.spec.auto_langevin_step`, 0.1 in the
-        whitened coordinates of the shared warmup, less in high D (about 0.28/√D beyond
-        D = 8), where the fixed step's bias adds up over the coordinates; then the default
-        ``steps_per_sample`` grows in proportion (26 at D = 53, 62 at D = 300).
+        ε > 0, or ``a`` of ε_t = (a/t)^0.51; ``"auto"`` (default):
+        :func:`~pplsamplers.infer.spec.auto_langevin_step`, 0.1 in the whitened coordinates
+        of the shared warmup, less in high D (about 0.28/√D beyond D = 8), where the fixed
+        step's bias adds up over the coordinates; then the default ``steps_per_sample``
+        grows in proportion (26 at D = 53, 62 at D = 300).
     metric
         G, ``(D, D)`` symmetric positive definite, over the model's flat unconstrained
         position x; ``None`` is the identity (SGLD in the kernel's coordinates).  When the

@@ -209,7 +209,8 @@ class SGBD(SubsampledKernel):
         prefer ``False`` (the §4.2 rule is calibrated for plain minibatches).
     **options
         The options of every sampler: ``subsample_size``, ``data_plate``, ``potential``,
-        ``precondition``, ``init_strategy``, ``steps_per_sample`` (default 10 here, more in high D with ``step_size="auto"``)
+        ``precondition``, ``init_strategy``, ``steps_per_sample`` (default 10 here, more
+        in high D with ``step_size="auto"``)
         (see :class:`~pplsamplers.infer.adapter.SubsampledKernel`).
 
     Examples
