@@ -5,6 +5,7 @@
         --draws 200 --samplers nuts sbps auto --no-warm                # a quick smoke run
     .venv/bin/python benchmarks/end_to_end.py --micro                  # block vs gather only
     .venv/bin/python benchmarks/end_to_end.py --profile sbps --sizes 1000000   # cold-start profile
+    .venv/bin/python benchmarks/end_to_end.py --replot a.json b.json --plot out.png  # one plot
 
 Model: ``pplsamplers.datasets.logistic_regression``, ``load_data(N, d=20, seed=0)`` cast to
 ``--dtype``.  Each (N, dtype, sampler) runs in its own fresh Python process, so every row
@@ -613,6 +614,9 @@ def main() -> None:
     p.add_argument("--profile", choices=ALL, help="profile one sampler's cold start")
     p.add_argument("--plot", type=Path, default=ROOT / "benchmarks" / "end_to_end.png")
     p.add_argument("--json", type=Path, default=None, help="write all rows here")
+    p.add_argument(
+        "--replot", type=Path, nargs="*", help="only plot the rows of these --json files"
+    )
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--laplace", type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -621,6 +625,9 @@ def main() -> None:
         return
     if args.laplace:
         print("RESULT " + json.dumps(laplace_reference(args.laplace)), flush=True)
+        return
+    if args.replot:  # runs measured separately (one N each) on one plot
+        plot([row for path in args.replot for row in json.loads(path.read_text())], args.plot)
         return
     print(f"machine: {os.cpu_count()} cores; load {os.getloadavg()}")
     if args.micro:
