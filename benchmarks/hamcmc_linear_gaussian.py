@@ -17,7 +17,7 @@ pairs follow descent directions and its base step γε can exceed SGLD's stable 
 times.  At N = 1000 (N_Ω = 10 < D = 100) the pairs are dominated by the injected noise and
 HAMCMC behaves like SGLD.  The default N = 10⁵ is the large-data regime SG-MCMC is for, with
 N_Ω = 1000 ≥ D so the minibatch curvature in y_t has full rank; ``--N 1000`` gives the other
-regime (both are quoted in README).
+regime (both are quoted in docs/samplers/hamcmc.md).
 
 Protocol (the same rigour for every method, as the paper asks):
 * Data: ``models.linear_gaussian.load_data(N, D, σ_x² = 10, correlation = ρ)``, rows

@@ -2,8 +2,8 @@
 
 The slowest functional of the bouncy particle samplers in high dimension is radial: with
 exact gradients on a Gaussian, |x|² − (x·v)² is constant along a line and at every bounce, so
-only refreshment moves a particle's distance from the centre (README, "SBPS, pSBPS: slow
-mixing").  A hierarchical scale parameter follows that direction: it is why SBPS and pSBPS
+only refreshment moves a particle's distance from the centre (docs/benchmarks/robustness.md,
+"SBPS, pSBPS: slow mixing").  A hierarchical scale parameter follows that direction: it is why SBPS and pSBPS
 miss the robustness suite's random-intercept model (D = 304) while the Boomerang, whose
 elliptical flow and Gaussian velocities move |z|² every period, does not.
 
