@@ -66,7 +66,8 @@ def test_coherent_step_limit_is_the_ula_bias_budget():
 @pytest.mark.parametrize("sampler", ["sgld", "psgld", "csgld", "sgrld", "hamcmc"])
 def test_automatic_langevin_step_shrinks_in_high_dimension(sampler):
     """On a whitened 300-dimensional N(0, I) the automatic step is at most 0.28/√D (not 0.1),
-    and the default steps per draw grow by the same factor; a given step keeps ten."""
+    and the default steps per draw grow by the same factor; a given step keeps ten (per
+    sub-chain for HAMCMC)."""
     import jax.numpy as jnp
 
     from pplsamplers.infer.spec import auto_langevin_step, auto_langevin_steps
@@ -82,6 +83,8 @@ def test_automatic_langevin_step_shrinks_in_high_dimension(sampler):
     metric = getattr(params, "inverse_metric", None)  # pSGLD: ε G_j is the step
     step = float(np.max(params.step_size * (1.0 if metric is None else metric)))
     assert step <= auto_langevin_step(dim) * (1 + 1e-6) < 0.1
-    assert spec.steps_per_sample_at(dim) == auto_langevin_steps(dim) == 62
+    # HAMCMC's steps per draw count those of each of its M = 2 interleaved sub-chains
+    sub_chains = 2 if sampler == "hamcmc" else 1
+    assert spec.steps_per_sample_at(dim) == sub_chains * auto_langevin_steps(dim) == sub_chains * 62
     given = make_kernel(sampler, None, potential=raw, step_size=0.05).spec
-    assert given.steps_per_sample_at is None and given.steps_per_sample == 10
+    assert given.steps_per_sample_at is None and given.steps_per_sample == 10 * sub_chains
