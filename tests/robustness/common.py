@@ -343,13 +343,17 @@ def test_no_divergence_or_freeze(sampler: str, model: str) -> None:
     assert result.nonfinite == 0 and not result.frozen, result.describe()
 
 
-def generate_cells(metafunc: Any, model_names: list[str]) -> None:
+def generate_cells(
+    metafunc: Any, model_names: list[str], samplers: tuple[str, ...] | None = None
+) -> None:
     """Parametrize the cell tests over (sampler, model); known misses are ``xfail`` for the
     tolerance test only.  The must-warn test and the divergence test are strict everywhere:
     a kernel that misses the tolerance must still neither diverge nor freeze (issue 14,
     item 6), and since the divergence guard (commit 8dc30a2) none does on the hierarchical
-    model."""
+    model.  ``samplers``: only these (a model's cells split over two files, which
+    ``pytest --dist loadfile`` runs on different workers)."""
     if {"sampler", "model"} <= set(metafunc.fixturenames):
-        cells = [(s, m) for m in model_names for s in sampler_names()]
+        names = [s for s in sampler_names() if samplers is None or s in samplers]
+        cells = [(s, m) for m in model_names for s in names]
         tolerance = metafunc.function.__name__ == "test_defaults_within_tolerance"
         metafunc.parametrize(("sampler", "model"), tolerance_cells(cells) if tolerance else cells)

@@ -4,7 +4,8 @@
 stored in ``tests/data/robust_hierarchical_nuts.json``.
 
 Each sampler runs once per model (``common.cell``) with its defaults and 2 vectorised chains;
-three tests read the run:
+three tests read the run (the step-size kernels' runs are in
+``test_hierarchical_step_size.py``):
 
 * ``test_defaults_within_tolerance``: the strict target, max |Δmean|/sd_ref ≤ 0.25 and
   max |sd ratio − 1| ≤ 0.30 on every coordinate of every latent site;
@@ -18,8 +19,10 @@ three tests read the run:
 import pytest
 
 from tests.robustness.common import (  # noqa: F401 - collected here, parametrized below
+    STEP_SIZE_KERNELS,
     generate_cells,
     run_cell,
+    sampler_names,
     test_defaults_within_tolerance,
     test_miss_is_flagged_by_self_check,
     test_no_divergence_or_freeze,
@@ -31,7 +34,10 @@ MODEL_NAMES = ["hierarchical"]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    generate_cells(metafunc, MODEL_NAMES)
+    # the step-size kernels' cells are in test_hierarchical_step_size.py (the two files run on
+    # different workers of `make test`: the cells of this model are the suite's longest)
+    others = tuple(name for name in sampler_names() if name not in STEP_SIZE_KERNELS)
+    generate_cells(metafunc, MODEL_NAMES, others)
 
 
 @pytest.mark.parametrize("sampler, step_size", [("sgbd", 0.5), ("csgld", 0.1)])

@@ -1,0 +1,24 @@
+"""Robustness (c) for the step-size kernels: the hierarchical model's cells of SGLD, pSGLD,
+cSGLD, SGRLD, SGBD and HAMCMC (``test_hierarchical.py`` holds the other samplers' cells and
+the model's description).  Their automatic step keeps the bias summed over the D = 304
+coordinates within 0.1 sd (``pplsamplers.infer.spec.COHERENT_BIAS``), so these cells are
+strict (``common.STRICT_CELLS``).
+
+    .venv/bin/pytest -q tests/robustness/test_hierarchical_step_size.py -p no:cacheprovider
+"""
+
+import pytest
+
+from tests.robustness.common import (  # noqa: F401 - collected here, parametrized below
+    STEP_SIZE_KERNELS,
+    generate_cells,
+    test_defaults_within_tolerance,
+    test_miss_is_flagged_by_self_check,
+    test_no_divergence_or_freeze,
+)
+
+pytestmark = pytest.mark.robustness
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    generate_cells(metafunc, ["hierarchical"], STEP_SIZE_KERNELS)
