@@ -10,7 +10,10 @@ Alg. 1 / eq. (10): for t > 2M, with a fresh minibatch Ω_t and z ~ N(0, I),
 moves and the Langevin correction term Γ (eq. 9) vanishes (§3.2, App. A): each of the M
 interleaved sub-chains is a preconditioned SGLD with a state-independent metric.  Both
 gradients of a pair use the same minibatch (data consistency), so a step costs two
-minibatch gradients, ``data_evals = 2n``.  ``λ`` is the trust-region shift ``y += λ s``
+minibatch gradients, ``data_evals = 2n``.  With the full data (n = N) the "minibatch" is the
+same at every step, and the pair's gradient at θ_t is exactly the one the sub-chain's next
+step needs at its θ_{t−M}: the state keeps the gradients of the M states it holds, and a
+step costs one data pass, ``data_evals = n``.  ``λ`` is the trust-region shift ``y += λ s``
 (L-BFGS then approximates ``(∇²U + λI)⁻¹``); pairs with ``sᵀy ≤ 0`` are skipped and counted,
 and so are pairs whose y points more than 60° away from s (``MIN_PAIR_COSINE``, a cautious
 update beyond the paper).
@@ -74,6 +77,9 @@ class HAMCMCState(NamedTuple):
         Number of steps taken so far, ``t − 1`` for the next step t.
     num_skipped_pairs
         Running count of pairs rejected by the curvature test.
+    history_gradients
+        ``(M, D)``: ∇U at each state of ``history`` (same slots) with the full data, where a
+        step reuses it instead of recomputing ∇U(θ_{t−M}); zeros with minibatches.
     """
 
     position: Array
@@ -84,12 +90,14 @@ class HAMCMCState(NamedTuple):
     pair_time: Array
     iteration: Array
     num_skipped_pairs: Array
+    history_gradients: Array
 
 
 class HAMCMCInfo(NamedTuple):
     """Per-step diagnostics.
 
-    ``data_evals`` is per-datum likelihood terms evaluated (2n: two minibatch gradients);
+    ``data_evals`` is per-datum likelihood terms evaluated (2n: two minibatch gradients; n
+    with the full data, whose gradient at θ_{t−M} is kept from the step that made it);
     ``skipped_pairs`` is 1 if this step's new pair failed ``sᵀy > 0`` (its sum over draws is
     the number skipped); ``step_size`` is ε_t; ``curvature`` is the new pair's ``sᵀy``;
     ``sgld_start`` flags the first 2M steps; ``num_skipped_pairs`` is the running count.
@@ -135,7 +143,8 @@ def init(
     *,
     memory_size: int = 2,
 ) -> HAMCMCState:
-    """Initial state θ_0 = ``position``, empty pair memory.
+    """Initial state θ_0 = ``position``, empty pair memory (and, with the full data, ∇U(θ_0)
+    for every slot of the history: one data pass).
 
     Parameters
     ----------
@@ -147,6 +156,10 @@ def init(
     position = jnp.asarray(position)
     num_pairs = memory_size - 1
     empty = jnp.zeros((num_pairs,) + position.shape, position.dtype)
+    if full_batch(potential):
+        gradient = potential.grad(position, potential.sample_indices(rng_key))
+    else:
+        gradient = jnp.zeros_like(position)
     return HAMCMCState(
         position=position,
         history=jnp.broadcast_to(position, (memory_size,) + position.shape),
@@ -156,7 +169,14 @@ def init(
         pair_time=jnp.full(num_pairs, -1, jnp.int32),
         iteration=jnp.asarray(0, jnp.int32),
         num_skipped_pairs=jnp.asarray(0, jnp.int32),
+        history_gradients=jnp.broadcast_to(gradient, (memory_size,) + position.shape),
     )
+
+
+def full_batch(potential: SubsampledPotential) -> bool:
+    """Whether every step reads all N data in the same way (``n == N``: the indices are
+    ``arange(N)``), so a gradient at a stored state can be reused exactly."""
+    return potential.n >= potential.N
 
 
 def step_size_at(
@@ -253,7 +273,7 @@ def build_kernel(
     Returns
     -------
     kernel(rng_key, state, potential, params) -> (state, info)
-        One step costs two minibatch gradients (2n data).
+        One step costs two minibatch gradients (2n data), one data pass with the full data.
 
     Examples
     --------
@@ -265,8 +285,8 @@ def build_kernel(
     >>> state = init(jax.random.key(0), jnp.zeros(3), pot, params, memory_size=2)
     >>> for key in jax.random.split(jax.random.key(1), 6):
     ...     state, info = kernel(key, state, pot, params)
-    >>> state.position.shape, int(info.data_evals), bool(info.sgld_start)
-    ((3,), 2, False)
+    >>> state.position.shape, int(info.data_evals), bool(info.sgld_start)  # full data: one pass
+    ((3,), 1, False)
     """
     M = memory_size
 
@@ -286,7 +306,9 @@ def build_kernel(
         valid = chronological(state.pair_valid, t)
 
         # eq. (10): move θ_{t−M}.  In the start (t ≤ 2M) the move is SGLD with step ε'.
-        grad_back = potential.grad(theta_back, idx)
+        # With the full data ∇U(θ_{t−M}) was computed by the step that made θ_{t−M} (or init).
+        full = full_batch(potential)  # static
+        grad_back = state.history_gradients[slot] if full else potential.grad(theta_back, idx)
         preconditioned_grad = lbfgs.inverse_hessian_product(
             s_pairs, y_pairs, valid, initial_scale, grad_back
         )
@@ -326,9 +348,12 @@ def build_kernel(
             pair_time=state.pair_time.at[pair_slot].set(t.astype(jnp.int32)),
             iteration=t,
             num_skipped_pairs=state.num_skipped_pairs + skipped.astype(jnp.int32),
+            history_gradients=(
+                state.history_gradients.at[slot].set(grad_new) if full else state.history_gradients
+            ),
         )
         info = HAMCMCInfo(
-            data_evals=jnp.asarray(2 * idx.shape[0]),
+            data_evals=jnp.asarray((1 if full else 2) * idx.shape[0]),
             skipped_pairs=skipped.astype(jnp.int32),
             step_size=epsilon,
             curvature=s_y,
@@ -348,6 +373,7 @@ __all__ = [
     "HAMCMCState",
     "build_kernel",
     "chronological",
+    "full_batch",
     "init",
     "ScheduledStep",
     "scheduled_step",

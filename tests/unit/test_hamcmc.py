@@ -204,11 +204,15 @@ def test_pairs_exclude_theta_t_minus_M():
         # the step itself: moving θ_{t−M} by δ moves θ_t by δ − εH(∇U(θ_{t−M}+δ) − ∇U(θ_{t−M}))
         delta = np.array([0.2, -0.1, 0.05, 0.3])
         slot = t % M
-        moved = before._replace(history=before.history.at[slot].add(delta))
+        back = theta[t - M]
+        # full data: the state carries ∇U at each stored θ, which a consistent move updates
+        moved = before._replace(
+            history=before.history.at[slot].add(delta),
+            history_gradients=before.history_gradients.at[slot].set(grad(back + delta)),
+        )
         base_next, _ = step(keys[t - 1], before)
         moved_next, _ = step(keys[t - 1], moved)
         np.testing.assert_allclose(base_next.position, states[t].position, rtol=1e-12)
-        back = theta[t - M]
         expected = delta - eps * H @ (grad(back + delta) - grad(back))
         np.testing.assert_allclose(
             moved_next.position - base_next.position, expected, rtol=1e-9, atol=1e-12
@@ -415,3 +419,28 @@ def test_sgrld_adapter_runs_with_the_posterior_precision_as_metric():
         SGRLD(linear_gaussian.model, step_size=0.05, metric=-jnp.eye(2)).init(
             jax.random.key(0), 0, None, (A, x), kwargs
         )
+
+
+def test_full_data_steps_reuse_the_gradient_of_the_state_they_move():
+    """With n = N a step reads the data once: ∇U(θ_{t−M}) comes from the step that made
+    θ_{t−M} (or from ``init``), and the chain is the one that recomputes it every step."""
+    M = 3
+    potential = logistic_potential()
+    step, start = make_step(potential, 0.3, M, damping=0.5, initial_scale=0.2)
+    states, infos, _, _ = run_chain(step, start(jnp.full(4, 0.5)), 12)
+    assert all(int(info.data_evals) == potential.N for info in infos)  # one pass, not two
+    jit_grad = jax.jit(potential.grad)
+    for state in states[1:]:  # every stored gradient is ∇U at its stored state
+        for slot in range(M):
+            np.testing.assert_allclose(
+                state.history_gradients[slot],
+                jit_grad(state.history[slot], potential.all_indices()),
+                rtol=1e-12,
+                atol=1e-14,
+            )
+    # a minibatch potential keeps two gradients per step and stores none
+    mini = build_potential(potential.terms, dim=4, N=potential.N, n=4, init_position=jnp.zeros(4))
+    step, start = make_step(mini, 0.3, M)
+    mini_states, mini_infos, _, _ = run_chain(step, start(jnp.full(4, 0.5)), 4)
+    assert int(mini_infos[-1].data_evals) == 2 * 4
+    assert not np.any(mini_states[-1].history_gradients)
