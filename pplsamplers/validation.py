@@ -41,6 +41,11 @@ def optional_positive(name: str, value: Any) -> float | None:
     return None if value is None else positive(name, value)
 
 
+def positive_or_auto(name: str, value: Any) -> Any:
+    """``"auto"`` (set from the model at ``init``) or :func:`positive`."""
+    return value if isinstance(value, str) and value == "auto" else positive(name, value)
+
+
 def positive_int(name: str, value: Any) -> int:
     """``value`` if it is an integer ≥ 1."""
     if not (isinstance(value, int | np.integer) and not isinstance(value, bool) and value >= 1):
@@ -113,5 +118,6 @@ __all__ = [
     "positive",
     "positive_array",
     "positive_int",
+    "positive_or_auto",
     "switches",
 ]

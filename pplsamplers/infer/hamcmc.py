@@ -17,9 +17,9 @@ from pplsamplers.infer.adapter import SubsampledKernel
 from pplsamplers.infer.spec import (
     STEP_SIZE_STEPS_PER_SAMPLE,
     KernelSpec,
-    auto_langevin_step,
     auto_langevin_steps,
     halve_step_size,
+    langevin_step_size,
 )
 from pplsamplers.kernels import hamcmc, sgrld
 from pplsamplers.kernels.hamcmc import Schedule
@@ -58,8 +58,7 @@ class HAMCMCConfig:
 
     def __post_init__(self) -> None:
         validation.switches(self)
-        if self.step_size != "auto":
-            validation.positive("step_size", self.step_size)
+        validation.positive_or_auto("step_size", self.step_size)
         # M ≥ 2: the pairs then exclude θ_(t−M)
         validation.at_least(
             "memory_size", validation.positive_int("memory_size", self.memory_size), 2
@@ -81,16 +80,10 @@ class SGRLDConfig:
 
     def __post_init__(self) -> None:
         validation.switches(self)
-        if self.step_size != "auto":
-            validation.positive("step_size", self.step_size)
+        validation.positive_or_auto("step_size", self.step_size)
         if self.metric is not None:
             spd_matrix("metric", self.metric)
         validation.one_of("schedule", self.schedule, SCHEDULES)
-
-
-def automatic(step_size: float | str, dim: int) -> float:
-    """``step_size``, or :func:`~pplsamplers.infer.spec.auto_langevin_step` for ``"auto"``."""
-    return auto_langevin_step(dim) if step_size == "auto" else float(step_size)
 
 
 def hamcmc_spec(config: HAMCMCConfig) -> KernelSpec:
@@ -103,7 +96,7 @@ def hamcmc_spec(config: HAMCMCConfig) -> KernelSpec:
         as_array = functools.partial(jnp.asarray, dtype=potential.init_position.dtype)
         start = config.sgld_step_size
         return hamcmc.HAMCMCParams(
-            step_size=as_array(automatic(config.step_size, potential.dim)),
+            step_size=as_array(langevin_step_size(config.step_size, potential.dim)),
             initial_scale=as_array(config.initial_scale),
             damping=as_array(config.damping),
             decay_exponent=as_array(0.51),
@@ -151,7 +144,7 @@ def sgrld_spec(config: SGRLDConfig) -> KernelSpec:
             # whitened), where the same metric is Lᵀ G L: the update in x is unchanged.
             factor = jax.jacfwd(potential.to_model)(jnp.zeros(dim, dtype))
             metric = factor.T @ metric @ factor
-        step = jnp.asarray(automatic(config.step_size, dim), dtype)
+        step = jnp.asarray(langevin_step_size(config.step_size, dim), dtype)
         exponent = jnp.asarray(0.51, dtype)
         return sgrld.make_params(step, metric, exponent)
 
@@ -215,13 +208,14 @@ class HAMCMC(SubsampledKernel):
     Examples
     --------
     A step costs two minibatch gradients, each of 2 × 10 per-datum terms with the control
-    variate, and a draw is ten steps (a small γ keeps the first SGLD steps stable):
+    variate, and a draw is twenty steps, ten for each of the two sub-chains (a small γ keeps
+    the first SGLD steps stable):
 
     >>> from pplsamplers.datasets import tiny_regression
     >>> model, run = tiny_regression()
     >>> mcmc = run(HAMCMC(model, step_size=0.1, initial_scale=0.01, subsample_size=10))
     >>> mcmc.get_samples()["mu"].shape, int(mcmc.get_extra_fields()["data_evals"][-1])
-    ((100,), 400)
+    ((100,), 800)
     """
 
     def __init__(

@@ -17,11 +17,11 @@ from pplsamplers.infer.spec import (
     STEP_SIZE_STEPS_PER_SAMPLE,
     KernelSpec,
     WarmupWindow,
-    auto_langevin_step,
     auto_langevin_steps,
     coherent_variance_bias,
     dilated_steps,
     halve_step_size,
+    langevin_step_size,
 )
 from pplsamplers.kernels import csgld, sgbd
 from pplsamplers.potential import SubsampledPotential, posterior_scale
@@ -82,8 +82,7 @@ class CSGLDConfig:
     noise_decay: float = 0.9
 
     def __post_init__(self) -> None:
-        if self.step_size != "auto":
-            validation.positive("step_size", self.step_size)
+        validation.positive_or_auto("step_size", self.step_size)
         validation.in_interval("noise_decay", self.noise_decay, 0.0, 1.0)
 
 
@@ -147,9 +146,7 @@ def csgld_spec(config: CSGLDConfig) -> KernelSpec:
     def default_params(
         rng_key: PRNGKey, potential: SubsampledPotential, mode: Array | None = None
     ) -> csgld.CSGLDParams:
-        step = config.step_size
-        if step == "auto":
-            step = auto_langevin_step(potential.dim)
+        step = langevin_step_size(config.step_size, potential.dim)
         return csgld.CSGLDParams(jnp.asarray(step, potential.init_position.dtype))
 
     def describe(info: csgld.CSGLDInfo) -> str:

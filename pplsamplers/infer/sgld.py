@@ -41,8 +41,7 @@ class SGLDConfig:
 
     def __post_init__(self) -> None:
         validation.switches(self)
-        if self.step_size != "auto":
-            validation.positive("step_size", self.step_size)
+        validation.positive_or_auto("step_size", self.step_size)
         validation.in_interval("rmsprop_decay", self.rmsprop_decay, 0.0, 1.0)
         validation.positive("rmsprop_eps", self.rmsprop_eps)
 

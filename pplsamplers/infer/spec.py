@@ -217,6 +217,11 @@ def auto_langevin_step(dim: int) -> float:
     return min(AUTO_LANGEVIN_STEP, coherent_step_limit(dim, float(dim)))
 
 
+def langevin_step_size(step_size: float | str, dim: int) -> float:
+    """A Langevin kernel's ε: ``step_size``, or :func:`auto_langevin_step` for ``"auto"``."""
+    return auto_langevin_step(dim) if step_size == "auto" else float(step_size)
+
+
 def auto_langevin_steps(dim: int) -> int:
     """Default steps per draw with an automatic Langevin step: ten, times the factor by which
     the coherent bias budget shrinks the step below :data:`AUTO_LANGEVIN_STEP`
@@ -291,6 +296,7 @@ __all__ = [
     "dilated_steps",
     "gradient_clip_norm",
     "halve_step_size",
+    "langevin_step_size",
     "no_warmup_init",
     "position_field",
 ]
