@@ -4,7 +4,8 @@ The sampler's own warmup (:func:`sbps_spec`) moves the tunables :class:`SBPSPara
 warmup step and is frozen afterwards:
 
 * Δ = ``target_proposals`` · t̄ (t̄ the kernel's running mean time between proposals), so that
-  one sample costs about ``target_proposals`` proposals, unless ``sample_interval`` is given;
+  one sample costs about ``target_proposals`` proposals (by default ten, D / 3 above 30
+  latents: :func:`auto_target_proposals`), unless ``sample_interval`` is given;
 * λ_r = ``relative_refresh_rate`` · (mean acceptance) / t̄, a fraction of the bounce rate,
   unless ``refresh_rate`` is given; the fraction defaults to 1 with exact (full-batch)
   gradients, 0.1 with control variates and 0.01 with plain minibatches
@@ -13,14 +14,10 @@ warmup step and is frozen afterwards:
   the bounce gradients (§5, eq. 17–18) over the warmup window ``preconditioner_window``
   (fractions of the warmup, default 0.6–0.9, after the transient from the start: a window
   from 0.1 or 0.3 on cut pSBPS's ESS per epoch on the paper's logistic regression by 35–55 %),
-  set once at the window's end (A = I before it) and kept for the rest of warmup, which re-tunes Δ and λ_r under it; each A_ii within a
-  factor ``max_scale_ratio`` (3) of the mean (the shared warmup has whitened the posterior
-  already).  A frozen A must estimate the posterior mean of g², not a recent one: the
-  RMSprop average itself (β = 0.99) forgets after ~100 bounces, which the strongly
-  correlated bounces of one stretch of path make a handful of independent draws.  Set from
-  it (the previous rule), log A of the two chains of the hierarchical robustness model
-  correlated 0.05, A of a 300-d N(0, I) ranged 0.43–1.15 for the true 1, and pSBPS ended
-  1.8 sd away there (SBPS 0.45); see :func:`window_average`.
+  set once at the window's end (A = I before it) and kept for the rest of warmup, which
+  re-tunes Δ and λ_r under it; each A_ii within a factor ``max_scale_ratio`` (3) of the mean
+  (the shared warmup has whitened the posterior already).  A frozen A must estimate the
+  posterior mean of g², not a recent one (:func:`window_average`).
 """
 
 from __future__ import annotations
@@ -28,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
@@ -36,7 +33,7 @@ import numpy as np
 
 from pplsamplers import validation
 from pplsamplers.infer.adapter import SubsampledKernel
-from pplsamplers.infer.spec import KernelSpec, WarmupWindow
+from pplsamplers.infer.spec import KernelSpec, WarmupWindow, dilated_steps
 from pplsamplers.kernels import sbps
 from pplsamplers.kernels.sbps_events import REOBSERVE_PENDING, SBPSOptions
 from pplsamplers.pdmp.events import PDMP_INFO_FIELDS, PDMPInfo
@@ -54,7 +51,7 @@ class SBPSConfig:
     kernel: SBPSOptions = SBPSOptions()
     sample_interval: float | None = None
     refresh_rate: float | None = None
-    target_proposals: float = 10.0
+    target_proposals: float | str = "auto"
     relative_refresh_rate: float | None = None
     buffer_size: int = 64
     rmsprop_eps: float = 1e-4
@@ -74,8 +71,8 @@ class SBPSConfig:
         validation.switches(kernel)
         for name in ("k", "relative_dt", "auxiliary_horizon"):
             validation.positive(name, getattr(kernel, name))
-        for name in ("target_proposals", "rmsprop_eps"):
-            validation.positive(name, getattr(self, name))
+        validation.positive_or_auto("target_proposals", self.target_proposals)
+        validation.positive("rmsprop_eps", self.rmsprop_eps)
         lo, hi = self.preconditioner_window
         if not 0 <= lo < hi <= 1:
             raise ValueError(
@@ -126,6 +123,8 @@ def relative_refresh(config: SBPSConfig, potential: SubsampledPotential) -> floa
     1 % of the bounce rate a 300-d standard normal gave ESS 3 for |x|² in 40 000 draws, and the
     hierarchical robustness model's τ an sd 20 % too small with a misleading ESS of 2 000;
     at the bounce rate the radial ESS per gradient was the best measured for D = 10 … 1000.
+    On that hierarchical model (D = 304; 100 proposals per draw, 2 × (300 + 500) draws at
+    seeds 20261122, 1 and 2) the worst mean error was 0.14-0.21 sd at 1 and 0.15-0.26 at 0.3.
     Minibatch noise randomises every reflection instead (Pakman et al. §6.1, Supp. F): on
     their logistic regression (n = 100) refreshing at the bounce rate cut the minimum ESS
     from 549 to 11, so plain minibatch runs keep the paper's low rate.  Control-variate
@@ -143,6 +142,40 @@ def relative_refresh(config: SBPSConfig, potential: SubsampledPotential) -> floa
     if potential.anchor is not None:
         return CONTROL_VARIATE_RELATIVE_REFRESH_RATE
     return MINIBATCH_RELATIVE_REFRESH_RATE
+
+
+RADIAL_DIMENSION = 30
+"""Above this dimension SBPS's automatic ``target_proposals`` grows in proportion to D; see
+:func:`auto_target_proposals`."""
+
+
+def auto_target_proposals(dim: int) -> int:
+    """Proposals per draw by default: ten up to :data:`RADIAL_DIMENSION` latents, then D / 3,
+    at most ten-fold (100; :func:`~pplsamplers.infer.spec.dilated_steps`).
+
+    The radial direction (|x|², a hierarchical scale) of a bouncy particle relaxes in O(D)
+    events: |x|² − (x·v)² changes only at a refreshment (:func:`relative_refresh`), by O(1)
+    against a stationary sd of √(2D), a random walk of about D refreshments per independent
+    value.  A fixed number of proposals per draw therefore leaves draws ever more correlated
+    as D grows: on the 304-dimensional hierarchical robustness model, in 2 × 20 000 draws of
+    ten proposals, τ's integrated autocorrelation was about 170 draws (bulk ESS 231), and in
+    the suite's 2 × (300 + 500) draws SBPS ended 0.45 sd from NUTS.  With 30, 60 and 100
+    proposals per draw the worst mean error was 0.29-0.35, 0.21-0.28 and 0.14-0.21 sd at
+    seeds 20261122, 1 and 2 (``benchmarks/robustness.py --samplers sbps --models
+    hierarchical --seed S --option target_proposals=P``).  The cost of a draw grows with D
+    (at D = 304 ten times as many proposals); a ``target_proposals`` given explicitly is kept.
+
+    >>> auto_target_proposals(20), auto_target_proposals(53), auto_target_proposals(304)
+    (10, 18, 100)
+    """
+    return dilated_steps(dim / RADIAL_DIMENSION)
+
+
+def proposals_per_draw(config: SBPSConfig, dim: int) -> float:
+    """The user's ``target_proposals``, else :func:`auto_target_proposals` of ``dim``."""
+    if config.target_proposals == "auto":
+        return float(auto_target_proposals(dim))
+    return float(config.target_proposals)
 
 
 def window_average(
@@ -174,11 +207,15 @@ def sbps_spec(config: SBPSConfig) -> KernelSpec:
     """The :class:`KernelSpec` of SBPS / pSBPS (module docstring for its warmup)."""
 
     def tuned(
-        mean_time: Array, acceptance: Array, params: sbps.SBPSParams, relative: float
+        mean_time: Array,
+        acceptance: Array,
+        params: sbps.SBPSParams,
+        relative: float,
+        proposals: float,
     ) -> sbps.SBPSParams:
         interval, refresh = params.sample_interval, params.refresh_rate
         if config.sample_interval is None:
-            interval = config.target_proposals * mean_time
+            interval = proposals * mean_time
         if config.refresh_rate is None:
             refresh = relative * acceptance / mean_time
         return params._replace(sample_interval=interval, refresh_rate=refresh)
@@ -206,7 +243,11 @@ def sbps_spec(config: SBPSConfig) -> KernelSpec:
                 ones,
             )
             return tuned(
-                mean_time, jnp.asarray(0.5, dtype), fixed, relative_refresh(config, potential)
+                mean_time,
+                jnp.asarray(0.5, dtype),
+                fixed,
+                relative_refresh(config, potential),
+                proposals_per_draw(config, potential.dim),
             )
 
         return probe(rng_key)
@@ -217,9 +258,10 @@ def sbps_spec(config: SBPSConfig) -> KernelSpec:
         averages: Any,
         iteration: Array,
         relative: float,
+        proposals: float,
         num_warmup: int,
     ) -> tuple:
-        params = tuned(state.mean_proposal_time, state.mean_acceptance, params, relative)
+        params = tuned(state.mean_proposal_time, state.mean_acceptance, params, relative, proposals)
         if config.kernel.preconditioned:
             lo, hi = config.preconditioner_window
             start, end = int(np.floor(lo * num_warmup)), int(np.floor(hi * num_warmup))
@@ -257,13 +299,14 @@ def sbps_spec(config: SBPSConfig) -> KernelSpec:
     ) -> tuple[sbps.SBPSState, sbps.SBPSParams, Any]:
         # per chain, unbatched, like the kernel itself (bit-identical chain methods)
         relative = relative_refresh(config, potential)
+        proposals = proposals_per_draw(config, potential.dim)
         if not config.kernel.preconditioned:  # Δ and λ_r only: no window
             per_chain = jax.custom_batching.sequential_vmap(
-                lambda s, p: adapt(s, p, None, None, relative, 0)[:2]
+                lambda s, p: adapt(s, p, None, None, relative, proposals, 0)[:2]
             )
             return (*per_chain(state, params), adapt_state)
         per_chain = jax.custom_batching.sequential_vmap(
-            lambda s, p, a, i: adapt(s, p, a, i, relative, window.num_warmup)
+            lambda s, p, a, i: adapt(s, p, a, i, relative, proposals, window.num_warmup)
         )
         return per_chain(state, params, adapt_state, window.iteration)
 
@@ -319,7 +362,9 @@ class SBPS(SubsampledKernel):
         λ_r ≥ 0 per unit time; ``None`` sets it in warmup to ``relative_refresh_rate`` times
         the measured bounce rate, then freezes it.
     target_proposals
-        See above.
+        Proposals one sample should cost (see ``sample_interval``); ``"auto"``: ten up to 30
+        latents, then D / 3, at most 100 (:func:`auto_target_proposals`: the radial
+        direction of a bouncy particle relaxes in O(D) events).
     relative_refresh_rate
         λ_r as a fraction of the bounce rate; ``None``: 1 with exact (full-batch) gradients,
         whose reflections never randomise the velocity, 0.1 with control variates (little
@@ -366,7 +411,7 @@ class SBPS(SubsampledKernel):
         *,
         sample_interval: float | None = None,
         refresh_rate: float | None = None,
-        target_proposals: float = 10.0,
+        target_proposals: float | Literal["auto"] = "auto",
         relative_refresh_rate: float | None = None,
         relative_dt: float = 0.1,
         buffer_size: int = 64,
@@ -402,4 +447,13 @@ class PSBPS(SBPS):
         super().__init__(model, k, preconditioned=True, **options)
 
 
-__all__ = ["PSBPS", "SBPS", "SBPSConfig", "relative_refresh", "sbps_spec", "window_average"]
+__all__ = [
+    "PSBPS",
+    "SBPS",
+    "SBPSConfig",
+    "auto_target_proposals",
+    "relative_refresh",
+    "proposals_per_draw",
+    "sbps_spec",
+    "window_average",
+]

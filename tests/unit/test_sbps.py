@@ -7,11 +7,21 @@ import collections
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpyro
+import numpyro.distributions as dist
 import pytest
 from numpyro.infer import MCMC
 
 from models import logistic_regression
-from pplsamplers.infer.sbps import PSBPS, SBPS, SBPSConfig, relative_refresh, sbps_spec
+from pplsamplers.infer.sbps import (
+    PSBPS,
+    SBPS,
+    SBPSConfig,
+    auto_target_proposals,
+    proposals_per_draw,
+    relative_refresh,
+    sbps_spec,
+)
 from pplsamplers.infer.spec import WarmupWindow
 from pplsamplers.kernels import sbps
 from pplsamplers.kernels.sbps_events import REOBSERVE_PENDING
@@ -357,4 +367,28 @@ def test_default_refresh_fraction_follows_the_gradient_noise():
     assert relative_refresh(default, exact) == 1.0
     assert relative_refresh(default, controlled) == 0.1
     assert relative_refresh(default, plain) == 0.01
-    assert relative_refresh(SBPSConfig(relative_refresh_rate=0.3), controlled) == 0.3
+    assert relative_refresh(SBPSConfig(relative_refresh_rate=0.5), controlled) == 0.5
+
+
+def test_default_proposals_per_draw_grow_with_the_dimension():
+    """Ten proposals per draw up to 30 latents, then D / 3 (the radial direction relaxes in
+    O(D) events), at most 100; a given ``target_proposals`` is kept.  Counted in a run: the
+    warmup sets Δ so that a draw of a 120-d Gaussian costs about 40 proposals, and about 10
+    at D = 20."""
+    assert [auto_target_proposals(d) for d in (1, 30, 120, 304, 10**4)] == [10, 10, 40, 100, 100]
+    assert proposals_per_draw(SBPSConfig(), 120) == 40.0
+    assert proposals_per_draw(SBPSConfig(target_proposals=7), 304) == 7.0
+
+    def model(y):
+        theta = numpyro.sample("theta", dist.Normal(0.0, 10.0).expand([y.shape[1]]).to_event(1))
+        with numpyro.plate("data", y.shape[0]):
+            numpyro.sample("y", dist.Normal(theta, 1.0).to_event(1), obs=y)
+
+    per_draw = {}
+    for dim in (20, 120):
+        y = jax.random.normal(jax.random.key(dim), (50, dim))
+        mcmc = MCMC(SBPS(model), num_warmup=150, num_samples=100, progress_bar=False)
+        mcmc.run(jax.random.key(1), y)
+        per_draw[dim] = float(np.mean(mcmc.get_extra_fields()["num_proposals"]))
+    assert 7 <= per_draw[20] <= 14, per_draw
+    assert 30 <= per_draw[120] <= 55, per_draw
