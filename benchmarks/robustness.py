@@ -32,10 +32,15 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import os
 import sys
 from pathlib import Path
 
-import jax
+# as the tests and `import pplsamplers` set it before JAX starts: without it the same seed
+# gives other (equally valid) draws, and a cell reads differently from its test
+os.environ.setdefault("JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS", "1")
+
+import jax  # noqa: E402
 import numpy as np
 
 jax.config.update("jax_enable_x64", True)

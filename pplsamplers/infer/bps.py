@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
@@ -24,6 +24,7 @@ from pplsamplers.infer.pdmp import (
     PDMPConfig,
     adapt_tuning,
     config_from,
+    events_per_draw,
     init_adapt,
     pdmp_spec,
     time_scale_probe,
@@ -41,6 +42,7 @@ from pplsamplers.types import Array, PRNGKey
 class BPSConfig(PDMPConfig):
     """BPS's and σBPS's options, validated once."""
 
+    target_evals_per_sample: float | str = "auto"
     velocity_scale: float = 1.0
     t_init_fraction: float = 0.5
     extrapolation_fraction: float = 2.0
@@ -94,7 +96,6 @@ def bps_spec(config: BPSConfig) -> KernelSpec:
     pdmp = bps.build_pdmp(velocity_scale=config.velocity_scale, **asdict(config.thinning))
     adapt_scale = config.t_init is None or config.max_extrapolation is None
     adapt_kwargs = dict(
-        target_evals=config.target_evals_per_sample,
         adapt_interval=config.sample_interval is None,
         t_init_fraction=config.t_init_fraction if config.t_init is None else None,
         extrapolation_fraction=(
@@ -110,9 +111,10 @@ def bps_spec(config: BPSConfig) -> KernelSpec:
         x = jnp.asarray(potential.init_position)
         v = config.velocity_scale * jax.random.normal(velocity_key, x.shape, x.dtype)
         tau = float(time_scale_probe(probe_key, potential, x, v))
+        target = events_per_draw(config.target_evals_per_sample, potential.dim, radial=True)
         return bps.make_params(
             potential.dim,
-            sample_interval=config.sample_interval or config.target_evals_per_sample * tau / 3,
+            sample_interval=config.sample_interval or target * tau / 3,
             t_init=config.t_init or config.t_init_fraction * tau,
             max_extrapolation=config.max_extrapolation or config.extrapolation_fraction * tau,
             refresh_rate=config.refresh_rate,
@@ -141,7 +143,10 @@ def bps_spec(config: BPSConfig) -> KernelSpec:
         if adapt_scale:
             u = params.direction_scale * state.velocity
             tau = time_scale_probe(rng_key, potential, state.position, u)
-        params, adapt = adapt_tuning(params, adapt, info, time_scale=tau, **adapt_kwargs)
+        target = events_per_draw(config.target_evals_per_sample, potential.dim, radial=True)
+        params, adapt = adapt_tuning(
+            params, adapt, info, time_scale=tau, target_evals=target, **adapt_kwargs
+        )
         if config.preconditioned:
             lo, hi = config.welford_window
             start, end = (
@@ -197,7 +202,9 @@ class BPS(SubsampledKernel):
     sample_interval
         Δ > 0; ``None`` adapts it during warmup to ``target_evals_per_sample``.
     target_evals_per_sample
-        Rate evaluations one sample should cost (warmup target for Δ).
+        Rate evaluations one sample should cost (warmup target for Δ); ``"auto"``: 20 up to
+        30 latents, then 20 D / 30, at most 200 (:func:`~pplsamplers.infer.pdmp.radial_events`:
+        with exact gradients the radial direction of a straight flow relaxes in O(D) events).
     t_init, max_extrapolation
         Envelope start offset and horizon cap; ``None`` adapts them during warmup to
         ``t_init_fraction`` and ``extrapolation_fraction`` of the curvature time scale τ_c
@@ -247,7 +254,7 @@ class BPS(SubsampledKernel):
         alpha: float = 1.5,
         velocity_scale: float = 1.0,
         sample_interval: float | None = None,
-        target_evals_per_sample: float = 20.0,
+        target_evals_per_sample: float | Literal["auto"] = "auto",
         t_init: float | None = None,
         max_extrapolation: float | None = None,
         t_init_fraction: float = 0.5,

@@ -33,7 +33,8 @@ import numpy as np
 
 from pplsamplers import validation
 from pplsamplers.infer.adapter import SubsampledKernel
-from pplsamplers.infer.spec import KernelSpec, WarmupWindow, dilated_steps
+from pplsamplers.infer.pdmp import radial_events
+from pplsamplers.infer.spec import KernelSpec, WarmupWindow
 from pplsamplers.kernels import sbps
 from pplsamplers.kernels.sbps_events import REOBSERVE_PENDING, SBPSOptions
 from pplsamplers.pdmp.events import PDMP_INFO_FIELDS, PDMPInfo
@@ -144,31 +145,22 @@ def relative_refresh(config: SBPSConfig, potential: SubsampledPotential) -> floa
     return MINIBATCH_RELATIVE_REFRESH_RATE
 
 
-RADIAL_DIMENSION = 30
-"""Above this dimension SBPS's automatic ``target_proposals`` grows in proportion to D; see
-:func:`auto_target_proposals`."""
-
-
 def auto_target_proposals(dim: int) -> int:
-    """Proposals per draw by default: ten up to :data:`RADIAL_DIMENSION` latents, then D / 3,
-    at most ten-fold (100; :func:`~pplsamplers.infer.spec.dilated_steps`).
+    """Proposals per draw by default: ten up to 30 latents, then D / 3, at most 100
+    (:func:`~pplsamplers.infer.pdmp.radial_events`: with exact gradients the radial
+    direction of a bouncy particle relaxes in O(D) events).
 
-    The radial direction (|x|², a hierarchical scale) of a bouncy particle relaxes in O(D)
-    events: |x|² − (x·v)² changes only at a refreshment (:func:`relative_refresh`), by O(1)
-    against a stationary sd of √(2D), a random walk of about D refreshments per independent
-    value.  A fixed number of proposals per draw therefore leaves draws ever more correlated
-    as D grows: on the 304-dimensional hierarchical robustness model, in 2 × 20 000 draws of
-    ten proposals, τ's integrated autocorrelation was about 170 draws (bulk ESS 231), and in
-    the suite's 2 × (300 + 500) draws SBPS ended 0.45 sd from NUTS.  With 30, 60 and 100
-    proposals per draw the worst mean error was 0.29-0.35, 0.21-0.28 and 0.14-0.21 sd at
-    seeds 20261122, 1 and 2 (``benchmarks/robustness.py --samplers sbps --models
-    hierarchical --seed S --option target_proposals=P``).  The cost of a draw grows with D
-    (at D = 304 ten times as many proposals); a ``target_proposals`` given explicitly is kept.
+    On the 304-dimensional hierarchical robustness model, in 2 × 20 000 draws of ten
+    proposals, τ's integrated autocorrelation was about 170 draws (bulk ESS 231), and in the
+    suite's 2 × (300 + 500) draws SBPS ended 0.45 sd from NUTS.  With 30, 60 and 100 proposals
+    per draw the worst mean error was 0.29-0.35, 0.21-0.28 and 0.14-0.21 sd at seeds
+    20261122, 1 and 2 (``benchmarks/robustness.py --samplers sbps --models hierarchical
+    --seed S --option target_proposals=P``).  A ``target_proposals`` given is kept.
 
     >>> auto_target_proposals(20), auto_target_proposals(53), auto_target_proposals(304)
     (10, 18, 100)
     """
-    return dilated_steps(dim / RADIAL_DIMENSION)
+    return radial_events(10, dim)
 
 
 def proposals_per_draw(config: SBPSConfig, dim: int) -> float:

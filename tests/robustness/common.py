@@ -266,57 +266,12 @@ def cell(sampler: str, model: str) -> Cell:
     return run_cell(sampler, model)
 
 
-KNOWN_MISSES = {
-    "hierarchical": (
-        "known, not fixed (issue 14): the 304-dimensional hierarchical posterior is far from "
-        "its Laplace approximation at the joint mode (tau 4.5 there, 0.72 +- 0.05 in the "
-        "posterior). The shared warmup detects it (log-weight sd 41 > 1) and replaces the "
-        "Laplace approximation by a full-rank Gaussian variational fit "
-        "(pplsamplers/potential/variational.py), then each chain refines its metric from its "
-        "warmup draws. BPS and sigmaBPS still pass in some runs (0.19-0.24 sd) and miss in "
-        "others (0.47 and 0.5): with exact gradients only refreshment moves the direction tau "
-        "follows, in O(D) events, and their 20 rate evaluations per draw do not grow with D as "
-        "SBPS's proposals now do; every such run warns (the self-check and divergence tests "
-        "of this cell are strict). Strict here: Boomerang (0.13-0.17 sd), SBPS and pSBPS "
-        "since their proposals per draw grow with D (pplsamplers.infer.sbps."
-        "auto_target_proposals: 100 at D = 304; 0.14-0.21 and 0.17-0.18 sd at three seeds, 0.45 "
-        "and 0.55 with ten), the step-size kernels since their automatic step keeps the bias summed "
-        "over the D coordinates within 0.1 sd (pplsamplers.infer.spec.COHERENT_BIAS): SGBD "
-        "0.14, SGLD 0.18, cSGLD and SGRLD 0.17, pSGLD 0.20, HAMCMC 0.15 with ten steps per "
-        "sub-chain (0.70, 0.24, 0.55, 0.33 and 0.47 at the former fixed steps; "
-        "test_long_biased_run_is_flagged keeps those steps to test the check), and "
-        "AutoSampler, which picks NUTS here."
-    ),
-}
-"""Models on which the defaults are measured wrong today, with the reason; the tolerance test
-is an expected failure there (not strict: a pass is reported as XPASS)."""
-
 STEP_SIZE_KERNELS = ("sgld", "psgld", "csgld", "sgrld", "sgbd", "hamcmc")
+"""The step-size kernels (their hierarchical cells: ``test_hierarchical_step_size.py``)."""
 
-STRICT_CELLS = {
-    ("auto", "hierarchical"),
-    ("boomerang", "hierarchical"),
-    ("sbps", "hierarchical"),
-    ("psbps", "hierarchical"),
-} | {(name, "hierarchical") for name in STEP_SIZE_KERNELS}
-"""Cells of a known-miss model that must pass anyway: AutoSampler chooses full-data NUTS on
-the hierarchical model (D > 50, Laplace misfit > 0.5, N <= 1e5; select/competence.py),
-Boomerang's Gaussian reference is the variational fit's (0.11-0.15 sd in every run measured),
-SBPS and pSBPS spend proposals per draw in proportion to D (0.14-0.21 and 0.17-0.18 sd at three
-seeds), and the step-size kernels' automatic step holds their coherent bias within 0.1 sd
-(0.14-0.20 sd measured). BPS and sigmaBPS (0.19-0.5) are not strict."""
-
-
-def tolerance_cells(cells: list[tuple[str, str]]) -> list:
-    """``cells`` as pytest params, the known misses marked ``xfail`` with their reason."""
-    import pytest
-
-    return [
-        pytest.param(s, m, marks=pytest.mark.xfail(reason=KNOWN_MISSES[m], strict=False))
-        if m in KNOWN_MISSES and (s, m) not in STRICT_CELLS
-        else pytest.param(s, m)
-        for s, m in cells
-    ]
+STRAIGHT_FLOW_KERNELS = ("sbps", "psbps", "bps", "sigmabps")
+"""The bouncy particles with straight flows (their hierarchical cells:
+``test_hierarchical_bouncy.py``)."""
 
 
 # ---------------------------------------------------------------- the three tests of a cell
@@ -349,16 +304,27 @@ def test_no_divergence_or_freeze(sampler: str, model: str) -> None:
 
 
 def generate_cells(
-    metafunc: Any, model_names: list[str], samplers: tuple[str, ...] | None = None
+    metafunc: Any,
+    model_names: list[str],
+    samplers: tuple[str, ...] | None = None,
+    known_misses: dict[tuple[str, str], str] | None = None,
 ) -> None:
-    """Parametrize the cell tests over (sampler, model); known misses are ``xfail`` for the
-    tolerance test only.  The must-warn test and the divergence test are strict everywhere:
-    a kernel that misses the tolerance must still neither diverge nor freeze (issue 14,
-    item 6), and since the divergence guard (commit 8dc30a2) none does on the hierarchical
-    model.  ``samplers``: only these (a model's cells split over two files, which
-    ``pytest --dist loadfile`` runs on different workers)."""
+    """Parametrize the cell tests over (sampler, model).  ``known_misses`` maps a cell to the
+    measured reason it may miss the tolerance: that cell's tolerance test is a non-strict
+    ``xfail`` (a pass reads XPASS).  The must-warn test and the divergence test are strict
+    everywhere: a kernel that misses the tolerance must still neither diverge nor freeze,
+    and must warn (issue 14, item 6).  ``samplers``: only these (a model's cells split over
+    several files, which ``pytest --dist loadfile`` runs on different workers)."""
+    import pytest
+
     if {"sampler", "model"} <= set(metafunc.fixturenames):
         names = [s for s in sampler_names() if samplers is None or s in samplers]
         cells = [(s, m) for m in model_names for s in names]
-        tolerance = metafunc.function.__name__ == "test_defaults_within_tolerance"
-        metafunc.parametrize(("sampler", "model"), tolerance_cells(cells) if tolerance else cells)
+        if metafunc.function.__name__ == "test_defaults_within_tolerance" and known_misses:
+            cells = [
+                pytest.param(*c, marks=pytest.mark.xfail(reason=known_misses[c], strict=False))
+                if c in known_misses
+                else pytest.param(*c)
+                for c in cells
+            ]
+        metafunc.parametrize(("sampler", "model"), cells)

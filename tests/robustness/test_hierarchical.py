@@ -5,7 +5,8 @@ stored in ``tests/data/robust_hierarchical_nuts.json``.
 
 Each sampler runs once per model (``common.cell``) with its defaults and 2 vectorised chains;
 three tests read the run (the step-size kernels' runs are in
-``test_hierarchical_step_size.py``):
+``test_hierarchical_step_size.py``, those of SBPS, pSBPS, BPS and σBPS in
+``test_hierarchical_bouncy.py``):
 
 * ``test_defaults_within_tolerance``: the strict target, max |Δmean|/sd_ref ≤ 0.25 and
   max |sd ratio − 1| ≤ 0.30 on every coordinate of every latent site;
@@ -20,6 +21,7 @@ import pytest
 
 from tests.robustness.common import (  # noqa: F401 - collected here, parametrized below
     STEP_SIZE_KERNELS,
+    STRAIGHT_FLOW_KERNELS,
     generate_cells,
     run_cell,
     sampler_names,
@@ -34,9 +36,10 @@ MODEL_NAMES = ["hierarchical"]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    # the step-size kernels' cells are in test_hierarchical_step_size.py (the two files run on
+    # the step-size kernels' and the straight-flow PDMPs' cells are in their own files (run on
     # different workers of `make test`: the cells of this model are the suite's longest)
-    others = tuple(name for name in sampler_names() if name not in STEP_SIZE_KERNELS)
+    split = STEP_SIZE_KERNELS + STRAIGHT_FLOW_KERNELS
+    others = tuple(name for name in sampler_names() if name not in split)
     generate_cells(metafunc, MODEL_NAMES, others)
 
 

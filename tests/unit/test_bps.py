@@ -3,10 +3,13 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpyro
+import numpyro.distributions as dist
 import pytest
 from numpyro.infer import MCMC
 
 from pplsamplers.infer.bps import BPS, SigmaBPS
+from pplsamplers.infer.pdmp import events_per_draw, radial_events
 from pplsamplers.kernels import bps
 from pplsamplers.pdmp.flow import reflect
 from pplsamplers.potential import build_potential
@@ -146,3 +149,28 @@ def test_kernel_level_validation():
         bps.make_params(3, sample_interval=0.0)
     with pytest.raises(ValueError, match="direction_scale"):
         bps.make_params(3, direction_scale=jnp.ones(2))
+
+
+def test_default_evals_per_draw_grow_with_the_dimension_for_straight_flows_only():
+    """BPS and sigmaBPS spend 20 rate evaluations per draw up to 30 latents, then 20 D / 30
+    (their radial direction relaxes in O(D) events), at most 200; the Boomerang keeps 20 at
+    every D; a given target is kept.  Counted in a run: about 80 per draw of a 120-d
+    Gaussian, about 20 at D = 10."""
+    assert [radial_events(20, d) for d in (1, 30, 120, 304, 10**4)] == [20, 20, 80, 200, 200]
+    assert events_per_draw("auto", 120, radial=True) == 80.0
+    assert events_per_draw("auto", 120, radial=False) == 20.0
+    assert events_per_draw(7, 120, radial=True) == 7.0
+
+    def model(y):
+        theta = numpyro.sample("theta", dist.Normal(0.0, 10.0).expand([y.shape[1]]).to_event(1))
+        with numpyro.plate("data", y.shape[0]):
+            numpyro.sample("y", dist.Normal(theta, 1.0).to_event(1), obs=y)
+
+    per_draw = {}
+    for dim in (10, 120):
+        y = jax.random.normal(jax.random.key(dim), (50, dim))
+        mcmc = MCMC(BPS(model), num_warmup=150, num_samples=100, progress_bar=False)
+        mcmc.run(jax.random.key(1), y, extra_fields=("rate_evals",))
+        per_draw[dim] = float(np.mean(mcmc.get_extra_fields()["rate_evals"]))
+    assert 14 <= per_draw[10] <= 28, per_draw
+    assert 56 <= per_draw[120] <= 110, per_draw
