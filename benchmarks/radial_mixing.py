@@ -18,7 +18,8 @@ refreshments and proposals per draw.
     .venv/bin/python benchmarks/radial_mixing.py --dims 20 300 --samplers sbps \
         --option relative_refresh_rate=0.3 --option relative_refresh_rate=1.0
 
-Measured on 2026-11-26 (D = 300, defaults): radial ESS 3 for SBPS (control variates: refresh
+Measured on 2026-11-26 (D = 300, the defaults before 9d97aa0 and 9168a01, ten proposals
+(SBPS) and 20 rate evaluations (BPS) per draw; both now grow with D): radial ESS 3 for SBPS (control variates: refresh
 at 0.1 of the bounce rate), 4 for BPS, 1214 for the Boomerang, in 2000 draws; SBPS at 1 × and
 3 × the bounce rate 8 and 38 (min coordinate ESS 13 and 5), with 40 proposals per draw 46.
 

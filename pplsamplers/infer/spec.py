@@ -86,7 +86,8 @@ class KernelSpec(NamedTuple):
         both branches of every ``cond`` and every chain's loops as long as the slowest's.
     steps_per_sample
         Kernel steps per draw by default (the sampler's ``steps_per_sample=None``): 1 for
-        the PDMPs, whose sample interval already spends about ten proposals per draw;
+        the PDMPs, whose sample interval already spends about ten proposals per draw (more
+        above 30 latents for the straight flows: :func:`~pplsamplers.infer.pdmp.radial_events`);
         :data:`STEP_SIZE_STEPS_PER_SAMPLE` for the step-size kernels.
     steps_per_sample_at
         ``dim -> steps per draw``, the default instead of ``steps_per_sample`` where the
