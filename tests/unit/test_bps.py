@@ -3,8 +3,6 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
-import numpyro
-import numpyro.distributions as dist
 import pytest
 from numpyro.infer import MCMC
 
@@ -13,6 +11,7 @@ from pplsamplers.infer.pdmp import events_per_draw, radial_events
 from pplsamplers.kernels import bps
 from pplsamplers.pdmp.flow import reflect
 from pplsamplers.potential import build_potential
+from tests.unit.pdmp_cost import counter_per_draw
 
 SDS = jnp.array([0.05, 1.0, 3.0])
 
@@ -161,16 +160,6 @@ def test_default_evals_per_draw_grow_with_the_dimension_for_straight_flows_only(
     assert events_per_draw("auto", 120, radial=False) == 20.0
     assert events_per_draw(7, 120, radial=True) == 7.0
 
-    def model(y):
-        theta = numpyro.sample("theta", dist.Normal(0.0, 10.0).expand([y.shape[1]]).to_event(1))
-        with numpyro.plate("data", y.shape[0]):
-            numpyro.sample("y", dist.Normal(theta, 1.0).to_event(1), obs=y)
-
-    per_draw = {}
-    for dim in (10, 120):
-        y = jax.random.normal(jax.random.key(dim), (50, dim))
-        mcmc = MCMC(BPS(model), num_warmup=150, num_samples=100, progress_bar=False)
-        mcmc.run(jax.random.key(1), y, extra_fields=("rate_evals",))
-        per_draw[dim] = float(np.mean(mcmc.get_extra_fields()["rate_evals"]))
+    per_draw = {dim: counter_per_draw(BPS, dim, "rate_evals") for dim in (10, 120)}
     assert 14 <= per_draw[10] <= 28, per_draw
     assert 56 <= per_draw[120] <= 110, per_draw

@@ -7,8 +7,6 @@ import collections
 import jax
 import jax.numpy as jnp
 import numpy as np
-import numpyro
-import numpyro.distributions as dist
 import pytest
 from numpyro.infer import MCMC
 
@@ -27,6 +25,7 @@ from pplsamplers.kernels import sbps
 from pplsamplers.kernels.sbps_events import REOBSERVE_PENDING
 from pplsamplers.pdmp import regression
 from pplsamplers.potential import build_potential, with_control_variate
+from tests.unit.pdmp_cost import counter_per_draw
 
 # ------------------------------------------------------------------- regression
 TIMES = np.array([0.0, 0.3, 0.5, 0.9, 1.4])
@@ -379,16 +378,6 @@ def test_default_proposals_per_draw_grow_with_the_dimension():
     assert proposals_per_draw(SBPSConfig(), 120) == 40.0
     assert proposals_per_draw(SBPSConfig(target_proposals=7), 304) == 7.0
 
-    def model(y):
-        theta = numpyro.sample("theta", dist.Normal(0.0, 10.0).expand([y.shape[1]]).to_event(1))
-        with numpyro.plate("data", y.shape[0]):
-            numpyro.sample("y", dist.Normal(theta, 1.0).to_event(1), obs=y)
-
-    per_draw = {}
-    for dim in (20, 120):
-        y = jax.random.normal(jax.random.key(dim), (50, dim))
-        mcmc = MCMC(SBPS(model), num_warmup=150, num_samples=100, progress_bar=False)
-        mcmc.run(jax.random.key(1), y)
-        per_draw[dim] = float(np.mean(mcmc.get_extra_fields()["num_proposals"]))
+    per_draw = {dim: counter_per_draw(SBPS, dim, "num_proposals") for dim in (20, 120)}
     assert 7 <= per_draw[20] <= 14, per_draw
     assert 30 <= per_draw[120] <= 55, per_draw
