@@ -124,8 +124,7 @@ def relative_refresh(config: SBPSConfig, potential: SubsampledPotential) -> floa
     1 % of the bounce rate a 300-d standard normal gave ESS 3 for |x|² in 40 000 draws, and the
     hierarchical robustness model's τ an sd 20 % too small with a misleading ESS of 2 000;
     at the bounce rate the radial ESS per gradient was the best measured for D = 10 … 1000.
-    On that hierarchical model (D = 304; 100 proposals per draw, 2 × (300 + 500) draws at
-    seeds 20261122, 1 and 2) the worst mean error was 0.14-0.21 sd at 1 and 0.15-0.26 at 0.3.
+    There (D = 304, 100 proposals per draw, three seeds) the worst error was 0.14-0.21 sd at 1.
     Minibatch noise randomises every reflection instead (Pakman et al. §6.1, Supp. F): on
     their logistic regression (n = 100) refreshing at the bounce rate cut the minimum ESS
     from 549 to 11, so plain minibatch runs keep the paper's low rate.  Control-variate
