@@ -111,7 +111,7 @@ def bps_spec(config: BPSConfig) -> KernelSpec:
         x = jnp.asarray(potential.init_position)
         v = config.velocity_scale * jax.random.normal(velocity_key, x.shape, x.dtype)
         tau = float(time_scale_probe(probe_key, potential, x, v))
-        target = events_per_draw(config.target_evals_per_sample, potential.dim, radial=True)
+        target = events_per_draw(config.target_evals_per_sample, potential.dim)
         return bps.make_params(
             potential.dim,
             sample_interval=config.sample_interval or target * tau / 3,
@@ -143,7 +143,7 @@ def bps_spec(config: BPSConfig) -> KernelSpec:
         if adapt_scale:
             u = params.direction_scale * state.velocity
             tau = time_scale_probe(rng_key, potential, state.position, u)
-        target = events_per_draw(config.target_evals_per_sample, potential.dim, radial=True)
+        target = events_per_draw(config.target_evals_per_sample, potential.dim)
         params, adapt = adapt_tuning(
             params, adapt, info, time_scale=tau, target_evals=target, **adapt_kwargs
         )

@@ -112,13 +112,15 @@ def radial_events(base: float, dim: int) -> int:
     return math.ceil(round(base * factor, 6))
 
 
-def events_per_draw(target: float | str, dim: int, radial: bool) -> float:
-    """A ``target_evals_per_sample`` as a number: a given one as it is; ``"auto"``:
-    :data:`BPS_EVALS_PER_SAMPLE`, through :func:`radial_events` where ``radial`` (straight
-    flows; not the Boomerang's ellipses)."""
+def events_per_draw(
+    target: float | str, dim: int, base: float = BPS_EVALS_PER_SAMPLE, radial: bool = True
+) -> float:
+    """A target of events per draw (``target_evals_per_sample``, SBPS's ``target_proposals``)
+    as a number: a given one as it is; ``"auto"``: ``base``, through :func:`radial_events`
+    where ``radial`` (straight flows; not the Boomerang's ellipses)."""
     if target != "auto":
         return float(target)
-    return float(radial_events(BPS_EVALS_PER_SAMPLE, dim) if radial else BPS_EVALS_PER_SAMPLE)
+    return float(radial_events(base, dim) if radial else base)
 
 
 def config_from(cls: type, arguments: dict[str, Any]) -> Any:

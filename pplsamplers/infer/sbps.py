@@ -5,7 +5,7 @@ warmup step and is frozen afterwards:
 
 * Δ = ``target_proposals`` · t̄ (t̄ the kernel's running mean time between proposals), so that
   one sample costs about ``target_proposals`` proposals (by default ten, D / 3 above 30
-  latents: :func:`auto_target_proposals`), unless ``sample_interval`` is given;
+  latents: :data:`PROPOSALS_PER_SAMPLE`), unless ``sample_interval`` is given;
 * λ_r = ``relative_refresh_rate`` · (mean acceptance) / t̄, a fraction of the bounce rate,
   unless ``refresh_rate`` is given; the fraction defaults to 1 with exact (full-batch)
   gradients, 0.1 with control variates and 0.01 with plain minibatches
@@ -33,7 +33,7 @@ import numpy as np
 
 from pplsamplers import validation
 from pplsamplers.infer.adapter import SubsampledKernel
-from pplsamplers.infer.pdmp import radial_events
+from pplsamplers.infer.pdmp import events_per_draw
 from pplsamplers.infer.spec import KernelSpec, WarmupWindow
 from pplsamplers.kernels import sbps
 from pplsamplers.kernels.sbps_events import REOBSERVE_PENDING, SBPSOptions
@@ -144,29 +144,17 @@ def relative_refresh(config: SBPSConfig, potential: SubsampledPotential) -> floa
     return MINIBATCH_RELATIVE_REFRESH_RATE
 
 
-def auto_target_proposals(dim: int) -> int:
-    """Proposals per draw by default: ten up to 30 latents, then D / 3, at most 100
-    (:func:`~pplsamplers.infer.pdmp.radial_events`: with exact gradients the radial
-    direction of a bouncy particle relaxes in O(D) events).
+PROPOSALS_PER_SAMPLE = 10.0
+"""SBPS's proposals per draw up to 30 latents; above, D / 3, at most 100
+(``target_proposals="auto"``, :func:`~pplsamplers.infer.pdmp.radial_events`: with exact
+gradients the radial direction of a bouncy particle relaxes in O(D) events).
 
-    On the 304-dimensional hierarchical robustness model, in 2 × 20 000 draws of ten
-    proposals, τ's integrated autocorrelation was about 170 draws (bulk ESS 231), and in the
-    suite's 2 × (300 + 500) draws SBPS ended 0.45 sd from NUTS.  With 30, 60 and 100 proposals
-    per draw the worst mean error was 0.29-0.35, 0.21-0.28 and 0.14-0.21 sd at seeds
-    20261122, 1 and 2 (``benchmarks/robustness.py --samplers sbps --models hierarchical
-    --seed S --option target_proposals=P``).  A ``target_proposals`` given is kept.
-
-    >>> auto_target_proposals(20), auto_target_proposals(53), auto_target_proposals(304)
-    (10, 18, 100)
-    """
-    return radial_events(10, dim)
-
-
-def proposals_per_draw(config: SBPSConfig, dim: int) -> float:
-    """The user's ``target_proposals``, else :func:`auto_target_proposals` of ``dim``."""
-    if config.target_proposals == "auto":
-        return float(auto_target_proposals(dim))
-    return float(config.target_proposals)
+On the 304-dimensional hierarchical robustness model, in 2 × 20 000 draws of ten proposals,
+τ's integrated autocorrelation was about 170 draws (bulk ESS 231), and in the suite's
+2 × (300 + 500) draws SBPS ended 0.45 sd from NUTS.  With 30, 60 and 100 proposals per draw
+the worst mean error was 0.29-0.35, 0.21-0.28 and 0.14-0.21 sd at seeds 20261122, 1 and 2
+(``benchmarks/robustness.py --samplers sbps --models hierarchical --seed S --option
+target_proposals=P``).  A ``target_proposals`` given is kept."""
 
 
 def window_average(
@@ -238,7 +226,7 @@ def sbps_spec(config: SBPSConfig) -> KernelSpec:
                 jnp.asarray(0.5, dtype),
                 fixed,
                 relative_refresh(config, potential),
-                proposals_per_draw(config, potential.dim),
+                events_per_draw(config.target_proposals, potential.dim, PROPOSALS_PER_SAMPLE),
             )
 
         return probe(rng_key)
@@ -290,7 +278,7 @@ def sbps_spec(config: SBPSConfig) -> KernelSpec:
     ) -> tuple[sbps.SBPSState, sbps.SBPSParams, Any]:
         # per chain, unbatched, like the kernel itself (bit-identical chain methods)
         relative = relative_refresh(config, potential)
-        proposals = proposals_per_draw(config, potential.dim)
+        proposals = events_per_draw(config.target_proposals, potential.dim, PROPOSALS_PER_SAMPLE)
         if not config.kernel.preconditioned:  # Δ and λ_r only: no window
             per_chain = jax.custom_batching.sequential_vmap(
                 lambda s, p: adapt(s, p, None, None, relative, proposals, 0)[:2]
@@ -354,7 +342,7 @@ class SBPS(SubsampledKernel):
         the measured bounce rate, then freezes it.
     target_proposals
         Proposals one sample should cost (see ``sample_interval``); ``"auto"``: ten up to 30
-        latents, then D / 3, at most 100 (:func:`auto_target_proposals`: the radial
+        latents, then D / 3, at most 100 (:data:`PROPOSALS_PER_SAMPLE`: the radial
         direction of a bouncy particle relaxes in O(D) events).
     relative_refresh_rate
         λ_r as a fraction of the bounce rate; ``None``: 1 with exact (full-batch) gradients,
@@ -439,12 +427,11 @@ class PSBPS(SBPS):
 
 
 __all__ = [
+    "PROPOSALS_PER_SAMPLE",
     "PSBPS",
     "SBPS",
     "SBPSConfig",
-    "auto_target_proposals",
     "relative_refresh",
-    "proposals_per_draw",
     "sbps_spec",
     "window_average",
 ]

@@ -156,7 +156,7 @@ def init(
     position = jnp.asarray(position)
     num_pairs = memory_size - 1
     empty = jnp.zeros((num_pairs,) + position.shape, position.dtype)
-    if full_batch(potential):
+    if potential.full_batch:
         gradient = potential.grad(position, potential.sample_indices(rng_key))
     else:
         gradient = jnp.zeros_like(position)
@@ -171,12 +171,6 @@ def init(
         num_skipped_pairs=jnp.asarray(0, jnp.int32),
         history_gradients=jnp.broadcast_to(gradient, (memory_size,) + position.shape),
     )
-
-
-def full_batch(potential: SubsampledPotential) -> bool:
-    """Whether every step reads all N data in the same way (``n == N``: the indices are
-    ``arange(N)``), so a gradient at a stored state can be reused exactly."""
-    return potential.n >= potential.N
 
 
 def step_size_at(
@@ -307,7 +301,7 @@ def build_kernel(
 
         # eq. (10): move θ_{t−M}.  In the start (t ≤ 2M) the move is SGLD with step ε'.
         # With the full data ∇U(θ_{t−M}) was computed by the step that made θ_{t−M} (or init).
-        full = full_batch(potential)  # static
+        full = potential.full_batch  # static
         grad_back = state.history_gradients[slot] if full else potential.grad(theta_back, idx)
         preconditioned_grad = lbfgs.inverse_hessian_product(
             s_pairs, y_pairs, valid, initial_scale, grad_back
@@ -373,7 +367,6 @@ __all__ = [
     "HAMCMCState",
     "build_kernel",
     "chronological",
-    "full_batch",
     "init",
     "ScheduledStep",
     "scheduled_step",

@@ -11,12 +11,12 @@ import pytest
 from numpyro.infer import MCMC
 
 from models import logistic_regression
+from pplsamplers.infer.pdmp import events_per_draw, radial_events
 from pplsamplers.infer.sbps import (
+    PROPOSALS_PER_SAMPLE,
     PSBPS,
     SBPS,
     SBPSConfig,
-    auto_target_proposals,
-    proposals_per_draw,
     relative_refresh,
     sbps_spec,
 )
@@ -374,9 +374,10 @@ def test_default_proposals_per_draw_grow_with_the_dimension():
     O(D) events), at most 100; a given ``target_proposals`` is kept.  Counted in a run: the
     warmup sets Δ so that a draw of a 120-d Gaussian costs about 40 proposals, and about 10
     at D = 20."""
-    assert [auto_target_proposals(d) for d in (1, 30, 120, 304, 10**4)] == [10, 10, 40, 100, 100]
-    assert proposals_per_draw(SBPSConfig(), 120) == 40.0
-    assert proposals_per_draw(SBPSConfig(target_proposals=7), 304) == 7.0
+    auto = [radial_events(PROPOSALS_PER_SAMPLE, d) for d in (1, 30, 120, 304, 10**4)]
+    assert auto == [10, 10, 40, 100, 100]
+    assert events_per_draw(SBPSConfig().target_proposals, 120, PROPOSALS_PER_SAMPLE) == 40.0
+    assert events_per_draw(SBPSConfig(target_proposals=7).target_proposals, 304) == 7.0
 
     per_draw = {dim: counter_per_draw(SBPS, dim, "num_proposals") for dim in (20, 120)}
     assert 7 <= per_draw[20] <= 14, per_draw
