@@ -387,7 +387,7 @@ class SubsampledKernel(MCMCKernel):
             return moved, jnp.stack(stage_keys)
 
         def adapt(state: SamplerState, keys: Array) -> SamplerState:
-            window = WarmupWindow(state.iteration - 1, num_warmup)
+            window = WarmupWindow(state.iteration - 1, num_warmup, ends[-1] + 1 if ends else 0)
             kernel_state, params, adapt_state = warmup(
                 keys[0],
                 state.kernel_state,

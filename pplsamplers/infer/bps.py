@@ -4,7 +4,9 @@ Warmup: Δ, t_init and the horizon cap as in :mod:`pplsamplers.infer.pdmp`; for 
 the positions of warmup samples in the window ``welford_window`` (fractions of the warmup)
 feed a Welford variance estimate; at the end of the window A = diag(σ̂) is set, the time
 scales are rescaled accordingly, the envelope is reset, and the adaptation of Δ continues with
-A for the rest of warmup.
+A for the rest of warmup.  Where the chains refine the shared warmup's metric
+(:mod:`pplsamplers.infer.metric`) after the window starts, the window is the draws after the
+last refinement instead (:func:`welford_bounds`), so that A corrects the final coordinates.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pplsamplers import validation
+from pplsamplers.infer import metric
 from pplsamplers.infer.adapter import SubsampledKernel
 from pplsamplers.infer.pdmp import (
     PDMPAdaptState,
@@ -62,20 +65,37 @@ class BPSConfig(PDMPConfig):
             )
 
 
+def welford_bounds(fractions: tuple[float, float], window: WarmupWindow) -> tuple[int, int]:
+    """σBPS's Welford window [start, end) in iterations: ``fractions`` of the warmup, or, when
+    the chains' metric is refined after its start, the draws after the last refinement (A is
+    a correction on top of the final coordinates; estimated before a refinement that rescales
+    the same variance it would count it twice).
+
+    >>> welford_bounds((0.3, 0.7), WarmupWindow(0, 300)), welford_bounds(
+    ...     (0.3, 0.7), WarmupWindow(0, 300, settled=251))
+    ((90, 210), (251, 300))
+    """
+    start, end = (int(np.floor(f * window.num_warmup)) for f in fractions)
+    if window.settled > start:
+        return window.settled, window.num_warmup
+    return start, end
+
+
 def welford_update(
     adapt: PDMPAdaptState, params: bps.BPSParams, x: Array, iteration: Array, start: int, end: int
 ) -> tuple[PDMPAdaptState, bps.BPSParams, Array]:
     """σBPS: Welford variance over the window [start, end), applied at ``end``; also returns
     whether A changed (then the envelope must be reset)."""
     in_window = (iteration >= start) & (iteration < end)
-    count = adapt.count + in_window
-    delta = x - adapt.mean
-    mean = jnp.where(in_window, adapt.mean + delta / jnp.maximum(count, 1), adapt.mean)
-    m2 = jnp.where(in_window, adapt.m2 + delta * (x - mean), adapt.m2)
-    adapt = adapt._replace(count=count, mean=mean, m2=m2)
-    apply = (iteration == end - 1) & (count >= 2)
+    stats = jax.tree.map(
+        lambda new, held: jnp.where(in_window, new, held),
+        metric.accumulate(adapt.window, x),
+        adapt.window,
+    )
+    adapt = adapt._replace(window=stats)
+    apply = (iteration == end - 1) & (stats.count >= 2)
     old = params.direction_scale
-    sd = jnp.sqrt(m2 / jnp.maximum(count - 1, 1))
+    sd = jnp.sqrt(stats.scatter / jnp.maximum(stats.count - 1, 1))
     sd = jnp.where(jnp.isfinite(sd) & (sd > 0), sd, old)
     # moving along A v: time scales with 1 / (geometric mean of A)
     ratio = jnp.exp(jnp.mean(jnp.log(old)) - jnp.mean(jnp.log(sd)))
@@ -148,11 +168,7 @@ def bps_spec(config: BPSConfig) -> KernelSpec:
             params, adapt, info, time_scale=tau, target_evals=target, **adapt_kwargs
         )
         if config.preconditioned:
-            lo, hi = config.welford_window
-            start, end = (
-                int(np.floor(lo * window.num_warmup)),
-                int(np.floor(hi * window.num_warmup)),
-            )
+            start, end = welford_bounds(config.welford_window, window)
             adapt, params, changed = welford_update(
                 adapt, params, state.position, window.iteration, start, end
             )
@@ -229,7 +245,8 @@ class BPS(SubsampledKernel):
         Start every chain at the MAP (the control-variate anchor if there is one), as the
         paper does; otherwise NumPyro's ``init_strategy``.
     welford_window
-        σBPS's Welford window, as fractions of the warmup.
+        σBPS's Welford window, as fractions of the warmup (the draws after the chains' last
+        metric refinement where that comes later: :func:`welford_bounds`).
     **options
         What every sampler takes (:class:`~pplsamplers.infer.adapter.SubsampledKernel`).
 
@@ -274,7 +291,8 @@ class BPS(SubsampledKernel):
 
 class SigmaBPS(BPS):
     """σBPS (Goan et al. §2.2): BPS moving along A v with A = diag(σ̂), where σ̂ are Welford
-    standard deviations of warmup samples (window ``welford_window``), then frozen.
+    standard deviations of warmup samples (window ``welford_window``, or the draws after the
+    chains' last metric refinement: :func:`welford_bounds`), then frozen.
 
     Takes the arguments of :class:`BPS`.  With ``num_warmup`` too short for two samples in
     the window, A stays the identity (plain BPS).
@@ -293,4 +311,4 @@ class SigmaBPS(BPS):
     preconditioned = True
 
 
-__all__ = ["BPS", "BPSConfig", "SigmaBPS", "bps_spec", "welford_update"]
+__all__ = ["BPS", "BPSConfig", "SigmaBPS", "bps_spec", "welford_bounds", "welford_update"]

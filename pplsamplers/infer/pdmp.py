@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 
 from pplsamplers import validation
+from pplsamplers.infer.metric import Metric, MetricStats, init_stats
 from pplsamplers.infer.spec import KernelSpec, WarmupWindow
 from pplsamplers.pdmp.builder import FIT_MARGIN, PDMP, PDMPState, ThinningOptions
 from pplsamplers.pdmp.events import PDMP_INFO_FIELDS, PDMPInfo
@@ -130,23 +131,21 @@ def config_from(cls: type, arguments: dict[str, Any]) -> Any:
 
 
 class PDMPAdaptState(NamedTuple):
-    """Warmup statistics: moving averages per sample, and σBPS's Welford accumulators."""
+    """Warmup statistics: moving averages per sample, and σBPS's Welford accumulators of the
+    positions (with their lag-1 products: the window's effective number of draws)."""
 
     evals: Array
     time: Array
     time_scale: Array
-    count: Array
-    mean: Array
-    m2: Array
+    window: MetricStats
 
 
 def init_adapt(position: Array, time_scale: Array | float = 1.0) -> PDMPAdaptState:
     """Empty warmup statistics (``time_scale``: the first guess of τ_c)."""
     zero = jnp.zeros((), position.dtype)
     scale = jnp.asarray(time_scale, position.dtype)
-    return PDMPAdaptState(
-        zero, zero, scale, zero, jnp.zeros_like(position), jnp.zeros_like(position)
-    )
+    window = init_stats(Metric(position, jnp.ones_like(position)))
+    return PDMPAdaptState(zero, zero, scale, window)
 
 
 def adapt_tuning(

@@ -37,10 +37,13 @@ Kernel = Callable[[PRNGKey, Any, SubsampledPotential, Any], tuple[Any, Any]]
 
 
 class WarmupWindow(NamedTuple):
-    """Where a warmup update happens: ``iteration`` (0-based, traced) of ``num_warmup``."""
+    """Where a warmup update happens: ``iteration`` (0-based, traced) of ``num_warmup``;
+    ``settled``: the first iteration whose coordinates the chains' metric refinement
+    (:mod:`pplsamplers.infer.metric`) no longer changes (0 when the metric is fixed)."""
 
     iteration: Array
     num_warmup: int
+    settled: int = 0
 
 
 def no_warmup_init(state: Any, params: Any) -> None:
