@@ -22,6 +22,11 @@ Measured on 2026-11-26 (D = 300, the defaults before 9d97aa0 and 9168a01, ten pr
 (SBPS) and 20 rate evaluations (BPS) per draw; both now grow with D): radial ESS 3 for SBPS (control variates: refresh
 at 0.1 of the bounce rate), 4 for BPS, 1214 for the Boomerang, in 2000 draws; SBPS at 1 × and
 3 × the bounce rate 8 and 38 (min coordinate ESS 13 and 5), with 40 proposals per draw 46.
+BPS with 200 rate evaluations per draw (its default at D = 300 since 9168a01), by refresh
+rate per unit time (`--samplers bps --option refresh_rate=R`): radial ESS 11, 50, 100, 94,
+72, 20 and smallest coordinate ESS 1509, 1116, 1052, 636, 170, 16 at R = 1, 3, √10 (its
+default "auto" there), 5, 10, 30; at D = 100, 36 and 2107 at R = 1, 50 and 1142 at the
+default √(100/30), 75 and 590 at 3 (`pplsamplers.infer.pdmp.radial_refresh_rate`).
 
 Examples
 --------

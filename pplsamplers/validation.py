@@ -41,9 +41,11 @@ def optional_positive(name: str, value: Any) -> float | None:
     return None if value is None else positive(name, value)
 
 
-def positive_or_auto(name: str, value: Any) -> Any:
+def positive_or_auto(name: str, value: Any, *, allow_zero: bool = False) -> Any:
     """``"auto"`` (set from the model at ``init``) or :func:`positive`."""
-    return value if isinstance(value, str) and value == "auto" else positive(name, value)
+    if isinstance(value, str) and value == "auto":
+        return value
+    return positive(name, value, allow_zero=allow_zero)
 
 
 def positive_int(name: str, value: Any) -> int:

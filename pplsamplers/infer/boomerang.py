@@ -18,7 +18,14 @@ import numpy as np
 
 from pplsamplers import validation
 from pplsamplers.infer.adapter import SubsampledKernel
-from pplsamplers.infer.pdmp import PDMPConfig, config_from, init_adapt, interval_warmup, pdmp_spec
+from pplsamplers.infer.pdmp import (
+    PDMPConfig,
+    config_from,
+    init_adapt,
+    interval_warmup,
+    pdmp_spec,
+    radial_refresh_rate,
+)
 from pplsamplers.infer.spec import KernelSpec
 from pplsamplers.kernels import boomerang
 from pplsamplers.kernels.boomerang_reference import (
@@ -161,7 +168,8 @@ def boomerang_spec(config: BoomerangConfig, cost: SetupCost | None = None) -> Ke
             sample_interval=config.sample_interval or 1.0,
             t_init=config.t_init,
             max_extrapolation=config.max_extrapolation,
-            refresh_rate=config.refresh_rate,
+            # "auto": 1 at every D (the ellipses move the radial direction every period)
+            refresh_rate=radial_refresh_rate(config.refresh_rate, 1),
         )
 
     def start(rng_key: PRNGKey, potential: SubsampledPotential, params: Any) -> Array:

@@ -30,6 +30,7 @@ from pplsamplers.infer.pdmp import (
     events_per_draw,
     init_adapt,
     pdmp_spec,
+    radial_refresh_rate,
     time_scale_probe,
 )
 from pplsamplers.infer.spec import KernelSpec, WarmupWindow
@@ -46,6 +47,7 @@ class BPSConfig(PDMPConfig):
     """BPS's and σBPS's options, validated once."""
 
     target_evals_per_sample: float | str = "auto"
+    refresh_rate: float | str = "auto"
     velocity_scale: float = 1.0
     t_init_fraction: float = 0.5
     extrapolation_fraction: float = 2.0
@@ -137,7 +139,7 @@ def bps_spec(config: BPSConfig) -> KernelSpec:
             sample_interval=config.sample_interval or target * tau / 3,
             t_init=config.t_init or config.t_init_fraction * tau,
             max_extrapolation=config.max_extrapolation or config.extrapolation_fraction * tau,
-            refresh_rate=config.refresh_rate,
+            refresh_rate=radial_refresh_rate(config.refresh_rate, potential.dim),
             dtype=x.dtype,
         )
 
@@ -210,7 +212,10 @@ class BPS(SubsampledKernel):
     model
         A NumPyro model with a data plate.
     refresh_rate
-        λ_ref ≥ 0 in the sampler's time units (for BPS: posterior scale / velocity scale).
+        λ_ref ≥ 0 in the sampler's time units (for BPS: posterior scale / velocity scale);
+        ``"auto"``: 1 up to 30 latents, then √(D / 30), at most √10
+        (:func:`~pplsamplers.infer.pdmp.radial_refresh_rate`: refreshments move the radial
+        direction).
     alpha
         α ≥ 1 of eq. (12): the envelope is α × the interpolated rate.
     velocity_scale
@@ -267,7 +272,7 @@ class BPS(SubsampledKernel):
         self,
         model: Callable | None = None,
         *,
-        refresh_rate: float = 1.0,
+        refresh_rate: float | Literal["auto"] = "auto",
         alpha: float = 1.5,
         velocity_scale: float = 1.0,
         sample_interval: float | None = None,

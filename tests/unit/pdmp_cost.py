@@ -14,12 +14,18 @@ def gaussian_mean_model(y):
         numpyro.sample("y", dist.Normal(theta, 1.0).to_event(1), obs=y)
 
 
-def counter_per_draw(kernel_class: type, dim: int, field: str) -> float:
-    """The mean per draw of the ``sample_stats`` counter ``field`` of ``kernel_class`` with its
-    defaults on :func:`gaussian_mean_model` in ``dim`` dimensions (N = 50, full batch)."""
+def counters_per_draw(kernel_class: type, dim: int, *fields: str) -> dict[str, float]:
+    """The means per draw of the ``sample_stats`` counters ``fields`` of ``kernel_class`` with
+    its defaults on :func:`gaussian_mean_model` in ``dim`` dimensions (N = 50, full batch)."""
     y = jax.random.normal(jax.random.key(dim), (50, dim))
     mcmc = MCMC(
         kernel_class(gaussian_mean_model), num_warmup=150, num_samples=100, progress_bar=False
     )
-    mcmc.run(jax.random.key(1), y, extra_fields=(field,))
-    return float(np.mean(mcmc.get_extra_fields()[field]))
+    mcmc.run(jax.random.key(1), y, extra_fields=fields)
+    extra = mcmc.get_extra_fields()
+    return {field: float(np.mean(extra[field])) for field in fields}
+
+
+def counter_per_draw(kernel_class: type, dim: int, field: str) -> float:
+    """:func:`counters_per_draw` of one counter."""
+    return counters_per_draw(kernel_class, dim, field)[field]

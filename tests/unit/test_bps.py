@@ -10,11 +10,11 @@ from numpyro.infer import MCMC
 
 from pplsamplers.infer import metric as metric_module
 from pplsamplers.infer.bps import BPS, SigmaBPS
-from pplsamplers.infer.pdmp import events_per_draw, radial_events
+from pplsamplers.infer.pdmp import events_per_draw, radial_events, radial_refresh_rate
 from pplsamplers.kernels import bps
 from pplsamplers.pdmp.flow import reflect
 from pplsamplers.potential import build_potential
-from tests.unit.pdmp_cost import counter_per_draw
+from tests.unit.pdmp_cost import counters_per_draw
 
 SDS = jnp.array([0.05, 1.0, 3.0])
 
@@ -178,14 +178,23 @@ def test_kernel_level_validation():
 
 def test_default_evals_per_draw_grow_with_the_dimension_for_straight_flows_only():
     """BPS and sigmaBPS spend 20 rate evaluations per draw up to 30 latents, then 20 D / 30
-    (their radial direction relaxes in O(D) events), at most 200; the Boomerang keeps 20 at
-    every D; a given target is kept.  Counted in a run: about 80 per draw of a 120-d
-    Gaussian, about 20 at D = 10."""
+    (their radial direction relaxes in O(D) events), at most 200, and refresh at rate
+    √(D / 30) (only refreshments move it); the Boomerang keeps 20 at every D; a given target
+    is kept.  Counted in a run: about 80 per draw of a 120-d Gaussian, about 20 at D = 10."""
     assert [radial_events(20, d) for d in (1, 30, 120, 304, 10**4)] == [20, 20, 80, 200, 200]
     assert events_per_draw("auto", 120, radial=True) == 80.0
     assert events_per_draw("auto", 120, radial=False) == 20.0
     assert events_per_draw(7, 120, radial=True) == 7.0
 
-    per_draw = {dim: counter_per_draw(BPS, dim, "rate_evals") for dim in (10, 120)}
+    fields = ("rate_evals", "num_refreshes", "sample_interval")
+    counted = {dim: counters_per_draw(BPS, dim, *fields) for dim in (10, 120)}
+    per_draw = {dim: c["rate_evals"] for dim, c in counted.items()}
     assert 14 <= per_draw[10] <= 28, per_draw
     assert 56 <= per_draw[120] <= 110, per_draw
+    # the refresh rate per unit time: 1 up to 30 latents, then √(D / 30), at most √10
+    assert [radial_refresh_rate("auto", d) for d in (1, 30, 120)] == [1.0, 1.0, 2.0]
+    assert radial_refresh_rate("auto", 10**4) == pytest.approx(10**0.5)
+    assert radial_refresh_rate(0.5, 120) == 0.5
+    rates = {dim: c["num_refreshes"] / c["sample_interval"] for dim, c in counted.items()}
+    # Poisson counts over 100 draws of a few time units each: within ±30 %
+    assert 0.7 <= rates[10] <= 1.3 and 1.4 <= rates[120] <= 2.6, rates
