@@ -159,7 +159,7 @@ def config_from(cls: type, arguments: dict[str, Any]) -> Any:
 
 class PDMPAdaptState(NamedTuple):
     """Warmup statistics: moving averages per sample, and σBPS's Welford accumulators of the
-    positions (with their lag-1 products: the window's effective number of draws)."""
+    positions (:class:`~pplsamplers.infer.metric.MetricStats`, diagonal)."""
 
     evals: Array
     time: Array
