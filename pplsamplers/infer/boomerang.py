@@ -168,8 +168,7 @@ def boomerang_spec(config: BoomerangConfig, cost: SetupCost | None = None) -> Ke
             sample_interval=config.sample_interval or 1.0,
             t_init=config.t_init,
             max_extrapolation=config.max_extrapolation,
-            # "auto": 1 at every D (the ellipses move the radial direction every period)
-            refresh_rate=radial_refresh_rate(config.refresh_rate, 1),
+            refresh_rate=radial_refresh_rate(config.refresh_rate, potential.dim, radial=False),
         )
 
     def start(rng_key: PRNGKey, potential: SubsampledPotential, params: Any) -> Array:

@@ -118,10 +118,11 @@ def radial_dilation(dim: int) -> float:
     return min(max(float(dim) / RADIAL_DIMENSION, 1.0), MAX_RADIAL_DILATION)
 
 
-def radial_refresh_rate(rate: float | str, dim: int) -> float:
-    """BPS's and σBPS's refresh rate λ_ref per unit time (whitened coordinates, unit
-    velocities): a given one as it is; ``"auto"``: √(:func:`radial_dilation`), 1 up to 30
-    latents and √10 ≈ 3.2 from 300.
+def radial_refresh_rate(rate: float | str, dim: int, radial: bool = True) -> float:
+    """A PDMP's refresh rate λ_ref per unit time (whitened coordinates, unit velocities): a
+    given one as it is; ``"auto"``: √(:func:`radial_dilation`) where ``radial`` (BPS and
+    σBPS: 1 up to 30 latents, √10 ≈ 3.2 from 300), else 1 (the Boomerang, whose ellipses
+    move the radial direction every period), as :func:`events_per_draw` resolves its target.
 
     The radial direction moves only at refreshments (:func:`radial_events`), so in high
     dimension more of a draw's events should be refreshments.  On a 300-dimensional N(0, I)
@@ -137,7 +138,7 @@ def radial_refresh_rate(rate: float | str, dim: int) -> float:
     """
     if rate != "auto":
         return float(rate)
-    return math.sqrt(radial_dilation(dim))
+    return math.sqrt(radial_dilation(dim)) if radial else 1.0
 
 
 def events_per_draw(

@@ -24,8 +24,3 @@ def counters_per_draw(kernel_class: type, dim: int, *fields: str) -> dict[str, f
     mcmc.run(jax.random.key(1), y, extra_fields=fields)
     extra = mcmc.get_extra_fields()
     return {field: float(np.mean(extra[field])) for field in fields}
-
-
-def counter_per_draw(kernel_class: type, dim: int, field: str) -> float:
-    """:func:`counters_per_draw` of one counter."""
-    return counters_per_draw(kernel_class, dim, field)[field]

@@ -195,6 +195,7 @@ def test_default_evals_per_draw_grow_with_the_dimension_for_straight_flows_only(
     assert [radial_refresh_rate("auto", d) for d in (1, 30, 120)] == [1.0, 1.0, 2.0]
     assert radial_refresh_rate("auto", 10**4) == pytest.approx(10**0.5)
     assert radial_refresh_rate(0.5, 120) == 0.5
+    assert radial_refresh_rate("auto", 304, radial=False) == 1.0  # the Boomerang's
     rates = {dim: c["num_refreshes"] / c["sample_interval"] for dim, c in counted.items()}
     # Poisson counts over 100 draws of a few time units each: within ±30 %
     assert 0.7 <= rates[10] <= 1.3 and 1.4 <= rates[120] <= 2.6, rates

@@ -25,7 +25,7 @@ from pplsamplers.kernels import sbps
 from pplsamplers.kernels.sbps_events import REOBSERVE_PENDING
 from pplsamplers.pdmp import regression
 from pplsamplers.potential import build_potential, with_control_variate
-from tests.unit.pdmp_cost import counter_per_draw
+from tests.unit.pdmp_cost import counters_per_draw
 
 # ------------------------------------------------------------------- regression
 TIMES = np.array([0.0, 0.3, 0.5, 0.9, 1.4])
@@ -379,6 +379,8 @@ def test_default_proposals_per_draw_grow_with_the_dimension():
     assert events_per_draw(SBPSConfig().target_proposals, 120, PROPOSALS_PER_SAMPLE) == 40.0
     assert events_per_draw(SBPSConfig(target_proposals=7).target_proposals, 304) == 7.0
 
-    per_draw = {dim: counter_per_draw(SBPS, dim, "num_proposals") for dim in (20, 120)}
+    per_draw = {
+        dim: counters_per_draw(SBPS, dim, "num_proposals")["num_proposals"] for dim in (20, 120)
+    }
     assert 7 <= per_draw[20] <= 14, per_draw
     assert 30 <= per_draw[120] <= 55, per_draw
