@@ -7,9 +7,11 @@ Part of :mod:`~pplsamplers.potential._numpyro` (NumPyro internals), split off fo
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from numpyro import handlers
 from numpyro.infer import init_to_uniform
 from numpyro.primitives import Messenger
@@ -41,6 +43,15 @@ class set_plate(Messenger):
             msg["args"] = (size, indices.shape[0])
 
 
+def as_jax_arrays(tree: Any) -> Any:
+    """``tree`` with its numeric NumPy arrays as JAX arrays, as ``jit`` makes them for NUTS: a
+    minibatch indexes the data with traced indices (``X[idx]``), which NumPy refuses."""
+    convert = lambda leaf: (
+        jnp.asarray(leaf) if isinstance(leaf, np.ndarray) and leaf.dtype.kind in "biuf" else leaf
+    )
+    return jax.tree.map(convert, tree)
+
+
 def _trace(
     model: Callable,
     model_args: tuple,
@@ -59,6 +70,7 @@ def _trace(
     array in the trace (deterministic values, distribution parameters) is abstract: read
     only its shape.
     """
+    model_args, model_kwargs = as_jax_arrays((tuple(model_args), dict(model_kwargs)))
     seeded = handlers.seed(model, rng_seed=seed)
     substituted = handlers.substitute(seeded, substitute_fn=init_strategy or init_to_uniform)
     if not staged:

@@ -25,7 +25,7 @@ from numpyro.infer import init_to_uniform
 
 from pplsamplers.potential import _numpyro, _tracing
 from pplsamplers.potential._numpyro import SiteInfo
-from pplsamplers.potential._tracing import _plates_of
+from pplsamplers.potential._tracing import _plates_of, as_jax_arrays
 from pplsamplers.types import Array
 
 _FIX_DATA = (
@@ -83,13 +83,6 @@ def is_concrete(*trees: Any) -> bool:
     return not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(trees))
 
 
-def _as_jax(leaf: Any) -> Any:
-    """A numeric NumPy array as a JAX array; any other leaf unchanged."""
-    if isinstance(leaf, np.ndarray) and leaf.dtype.kind in "biuf":
-        return jnp.asarray(leaf)
-    return leaf
-
-
 def inspect(
     model: Callable,
     model_args: tuple = (),
@@ -129,7 +122,7 @@ def inspect(
     """
     # NumPy data become JAX arrays, as jit makes them for NUTS: a minibatch indexes them
     # with traced indices (X[idx]), which a NumPy array refuses
-    model_args, kwargs = jax.tree.map(_as_jax, (tuple(model_args), dict(model_kwargs or {})))
+    model_args, kwargs = as_jax_arrays((tuple(model_args), dict(model_kwargs or {})))
     strategy = init_strategy or init_to_uniform
     try:
         info = _numpyro.inspect_model(model, tuple(model_args), kwargs, data_plate, strategy)

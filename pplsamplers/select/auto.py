@@ -12,7 +12,13 @@ from numpyro.infer.mcmc import MCMCKernel
 from pplsamplers.cache import enable_compilation_cache
 from pplsamplers.infer.options import SHARED_OPTIONS, SamplerOptions
 from pplsamplers.infer.warmup import ModeStage, mode_stage
-from pplsamplers.potential import LocalLatentError, discrete_latent_sites, inspect, make_potential
+from pplsamplers.potential import (
+    LocalLatentError,
+    as_jax_arrays,
+    discrete_latent_sites,
+    inspect,
+    make_potential,
+)
 from pplsamplers.registry import SAMPLERS, make_kernel
 from pplsamplers.select.competence import SMALL_N, rank_candidates
 from pplsamplers.select.decision import Decision
@@ -247,6 +253,8 @@ class AutoSampler(MCMCKernel):
                 "kernel's diagnostics in sample_stats.",
                 stacklevel=3,
             )
+        # NumPy data as JAX arrays: a chosen NUTS indexes them with traced plate indices
+        model_args, model_kwargs = as_jax_arrays((tuple(model_args), dict(model_kwargs)))
         return self._delegate.init(rng_key, num_warmup, init_params, model_args, model_kwargs)
 
     def full_data_potential(self) -> Any:
@@ -283,9 +291,11 @@ class AutoSampler(MCMCKernel):
         return getattr(self._delegate, "_sample_fn", None) if self._delegate else None
 
     def sample(self, state: Any, model_args: tuple, model_kwargs: dict) -> Any:
+        model_args, model_kwargs = as_jax_arrays((tuple(model_args), dict(model_kwargs)))
         return self._require().sample(state, model_args, model_kwargs)
 
     def postprocess_fn(self, model_args: tuple, model_kwargs: dict) -> Callable:
+        model_args, model_kwargs = as_jax_arrays((tuple(model_args), dict(model_kwargs)))
         return self._require().postprocess_fn(model_args, model_kwargs)
 
     @property

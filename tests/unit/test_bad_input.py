@@ -11,7 +11,7 @@ import pytest
 from numpyro.infer import MCMC
 
 from models import linear_gaussian, logistic_regression
-from pplsamplers import SGLD, make_potential
+from pplsamplers import SGLD, AutoSampler, make_potential
 from pplsamplers.potential import flatten_init_params, inspect, validate_data
 
 X, Y = logistic_regression.load_data(N=50, d=2, seed=0)[0]
@@ -224,6 +224,18 @@ def test_numpy_data_work_as_they_do_in_nuts():
     kernel = SGLD(_regression, subsample_size=50)
     mcmc = MCMC(kernel, num_warmup=20, num_samples=20, progress_bar=False)
     mcmc.run(jax.random.key(0), X, y)
+    assert np.all(np.isfinite(mcmc.get_samples()["w"]))
+
+
+def test_numpy_data_work_in_autosampler_where_nuts_itself_refuses_them():
+    # X[idx] with a NumPy X and the plate's traced indices: NumPyro's NUTS raises
+    # TracerArrayConversionError on this model; AutoSampler (here choosing NUTS: small N)
+    # hands its kernel JAX arrays, and its model checks trace them as JAX arrays too
+    X, y = (np.asarray(a) for a in _data(200, 2))
+    sampler = AutoSampler(_regression)
+    mcmc = MCMC(sampler, num_warmup=20, num_samples=20, progress_bar=False)
+    mcmc.run(jax.random.key(0), X, y)
+    assert sampler.decision.kernel == "nuts"
     assert np.all(np.isfinite(mcmc.get_samples()["w"]))
 
 
