@@ -6,7 +6,9 @@ Rows are samplers (every registered one but NUTS, plus AutoSampler), columns the
 and prints ``max |Δmean|/sd_ref, max |sd ratio − 1|, wall seconds, self-check verdict``; a
 cell is ``ok`` within the suite's tolerance (0.25 and 0.30), ``MISS`` outside it.  The
 self-check verdict is ``warn`` when a :class:`pplsamplers.diagnostics.SelfCheckWarning` was
-raised, ``quiet`` otherwise, so ``MISS quiet`` is a silent wrong answer.
+raised, ``quiet`` otherwise, so ``MISS quiet`` is a silent wrong answer.  Each model runs
+in the suite's precision: float64, but float32 (the users' default) for the hierarchical
+model, whose cells are the suite's longest (``MODELS`` in ``tests/robustness/common.py``).
 
     .venv/bin/python benchmarks/robustness.py                       # the suite's sizes
     .venv/bin/python benchmarks/robustness.py --samplers sbps sgld --models linear
@@ -138,7 +140,9 @@ def main(argv: list[str] | None = None) -> None:
         "(ok: ≤ 0.25 and ≤ 0.30; MISS otherwise) + self-check (warn/quiet)"
     )
     width = max(len(format_cell(c)) for row in table.values() for c in row.values()) + 2
-    print("sampler".ljust(10) + "".join(m.ljust(width) for m in args.models))
+    labels = [m + (" (float32)" if MODELS[m].get("float32") else "") for m in args.models]
+    width = max(width, *(len(label) + 2 for label in labels))
+    print("sampler".ljust(10) + "".join(label.ljust(width) for label in labels))
     for sampler, row in table.items():
         print(sampler.ljust(10) + "".join(format_cell(row[m]).ljust(width) for m in args.models))
     misses = [c for row in table.values() for c in row.values() if not c.ok]
