@@ -25,9 +25,8 @@ into the potential the kernel runs on,
 6. the kernel's starting tunables (``KernelSpec.default_params``) for that potential.
 
 Chains start in the Laplace approximation (z ~ N(0, I)).  Draws, ``sample_stats`` and ArviZ
-output stay in the model's own parameters (the adapter maps z back).  What was chosen, and
-why, is in :attr:`Prepared.notes`.
-"""
+output stay in the model's parameters (the adapter maps z back); :attr:`Prepared.notes`
+says what was chosen and why."""
 
 from __future__ import annotations
 
@@ -159,8 +158,7 @@ def _control_variate(
     notes: dict[str, str],
     minibatch: bool,
 ) -> tuple[Array | None, int | None]:
-    """(the anchor (in x) or ``None``, the mode probe's count or ``None`` where it did not
-    run), deciding ``"auto"`` with the mode probe."""
+    """(anchor in x or ``None``, the mode probe's count or ``None``); ``"auto"``: the probe's."""
     if choice is False or choice is None:
         notes["control_variate"] = "off (control_variate=False)"
         return None, None
@@ -214,7 +212,8 @@ def _cached(stage: str, options: SamplerOptions, args: tuple, kwargs: dict, comp
 
 
 def _cache_key(options: SamplerOptions, model_args: tuple, model_kwargs: dict) -> tuple | None:
-    """Identity of the inputs (the data arrays by object identity), or ``None``: uncacheable."""
+    """Identity of the inputs (the data arrays by object identity) and of the default float
+    precision (NumPy data give float32 or float64 set-ups), or ``None``: uncacheable."""
     if not is_concrete(model_args, model_kwargs):
         return None
     leaves = jax.tree.leaves((model_args, model_kwargs))
@@ -232,6 +231,7 @@ def _cache_key(options: SamplerOptions, model_args: tuple, model_kwargs: dict) -
         id(options.init_strategy),
         str(structure),
         tuple(id(leaf) for leaf in leaves),
+        jax.dtypes.canonicalize_dtype(float),
     )
 
 

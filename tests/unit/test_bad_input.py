@@ -227,6 +227,19 @@ def test_numpy_data_work_as_they_do_in_nuts():
     assert np.all(np.isfinite(mcmc.get_samples()["w"]))
 
 
+def test_the_same_numpy_data_run_in_the_precision_of_each_run():
+    # the shared set-up is cached by the identity of the data; NumPy data become float32 or
+    # float64 arrays by the run's precision, so a float32 set-up must not serve a float64 run
+    X, y = (np.asarray(a) for a in _data(500, 2))
+    dtypes = []
+    for x64 in (False, True):
+        with jax.enable_x64(x64):
+            mcmc = MCMC(SGLD(_regression, subsample_size=50), num_warmup=10, num_samples=10)
+            mcmc.run(jax.random.key(0), X, y)
+            dtypes.append(str(mcmc.get_samples()["w"].dtype))
+    assert dtypes == ["float32", "float64"]
+
+
 def test_numpy_data_work_in_autosampler_where_nuts_itself_refuses_them():
     # X[idx] with a NumPy X and the plate's traced indices: NumPyro's NUTS raises
     # TracerArrayConversionError on this model; AutoSampler (here choosing NUTS: small N)
