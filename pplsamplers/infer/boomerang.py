@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
@@ -220,7 +220,9 @@ class Boomerang(SubsampledKernel):
     gamma
         γ > 0, the paper's scale of Σ* (eq. 5).
     refresh_rate
-        λ_ref ≥ 0 (time is in radians of the flow; one turn is 2π).
+        λ_ref ≥ 0 (time is in radians of the flow; one turn is 2π); ``"auto"`` is 1 at every
+        dimension, since the ellipses move the radial direction every period
+        (:func:`~pplsamplers.infer.pdmp.radial_refresh_rate`).
     alpha
         α ≥ 1 of eq. (12).
     sample_interval
@@ -258,7 +260,7 @@ class Boomerang(SubsampledKernel):
         reference: str | tuple[Array, Array] = "auto",
         curvature: str = "hessian",
         gamma: float = 1.0,
-        refresh_rate: float = 1.0,
+        refresh_rate: float | Literal["auto"] = 1.0,
         alpha: float = 1.5,
         sample_interval: float | None = None,
         target_evals_per_sample: float = 20.0,

@@ -195,6 +195,13 @@ def test_invalid_arguments_raise_naming_the_argument(kwargs, name):
         Boomerang(lambda: None, **kwargs)
 
 
+def test_refresh_rate_auto_is_one_at_every_dimension():
+    from pplsamplers.infer.pdmp import radial_refresh_rate
+
+    assert Boomerang(lambda: None, refresh_rate="auto").config.refresh_rate == "auto"
+    assert [radial_refresh_rate("auto", d, radial=False) for d in (2, 304, 10**4)] == [1.0] * 3
+
+
 def test_reference_namedtuple_is_a_pytree():
     ref = GaussianReference(jnp.zeros(2), jnp.ones(2))
     leaves = jax.tree.leaves(ref)
