@@ -128,11 +128,17 @@ def bps_spec(config: BPSConfig) -> KernelSpec:
     def default_params(
         rng_key: PRNGKey, potential: SubsampledPotential, mode: Array | None = None
     ) -> bps.BPSParams:
-        # the time scale along a velocity draw at the potential's initial point
-        velocity_key, probe_key = jax.random.split(rng_key)
+        # the time scale along a velocity draw at the potential's initial point, in one
+        # program (eagerly, each operation of the model would be compiled on its own)
         x = jnp.asarray(potential.init_position)
-        v = config.velocity_scale * jax.random.normal(velocity_key, x.shape, x.dtype)
-        tau = float(time_scale_probe(probe_key, potential, x, v))
+
+        @jax.jit
+        def probe(key: PRNGKey, x: Array) -> Array:
+            velocity_key, probe_key = jax.random.split(key)
+            v = config.velocity_scale * jax.random.normal(velocity_key, x.shape, x.dtype)
+            return time_scale_probe(probe_key, potential, x, v)
+
+        tau = float(probe(rng_key, x))
         target = events_per_draw(config.target_evals_per_sample, potential.dim)
         return bps.make_params(
             potential.dim,
