@@ -158,7 +158,7 @@ def _control_variate(
     notes: dict[str, str],
     minibatch: bool,
 ) -> tuple[Array | None, int | None]:
-    """(anchor in x or ``None``, the mode probe's count or ``None``); ``"auto"``: the probe's."""
+    """(anchor in x or ``None``, mode count or ``None``); the mode probe decides ``"auto"``."""
     if choice is False or choice is None:
         notes["control_variate"] = "off (control_variate=False)"
         return None, None
