@@ -43,13 +43,14 @@ class set_plate(Messenger):
             msg["args"] = (size, indices.shape[0])
 
 
-def as_jax_arrays(tree: Any) -> Any:
-    """``tree`` with its numeric NumPy arrays as JAX arrays, as ``jit`` makes them for NUTS: a
-    minibatch indexes the data with traced indices (``X[idx]``), which NumPy refuses."""
+def as_jax_arguments(model_args: Any, model_kwargs: dict | None) -> tuple[tuple, dict]:
+    """``(model_args, model_kwargs)`` as a tuple and a dict, their numeric NumPy arrays as JAX
+    arrays, as ``jit`` makes them for NUTS: a minibatch indexes the data with traced indices
+    (``X[idx]``), which NumPy refuses."""
     convert = lambda leaf: (
         jnp.asarray(leaf) if isinstance(leaf, np.ndarray) and leaf.dtype.kind in "biuf" else leaf
     )
-    return jax.tree.map(convert, tree)
+    return jax.tree.map(convert, (tuple(model_args), dict(model_kwargs or {})))
 
 
 def _trace(
@@ -70,7 +71,7 @@ def _trace(
     array in the trace (deterministic values, distribution parameters) is abstract: read
     only its shape.
     """
-    model_args, model_kwargs = as_jax_arrays((tuple(model_args), dict(model_kwargs)))
+    model_args, model_kwargs = as_jax_arguments(model_args, model_kwargs)
     seeded = handlers.seed(model, rng_seed=seed)
     substituted = handlers.substitute(seeded, substitute_fn=init_strategy or init_to_uniform)
     if not staged:

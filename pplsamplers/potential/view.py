@@ -25,7 +25,7 @@ from numpyro.infer import init_to_uniform
 
 from pplsamplers.potential import _numpyro, _tracing
 from pplsamplers.potential._numpyro import SiteInfo
-from pplsamplers.potential._tracing import _plates_of, as_jax_arrays
+from pplsamplers.potential._tracing import _plates_of, as_jax_arguments
 from pplsamplers.types import Array
 
 _FIX_DATA = (
@@ -122,7 +122,7 @@ def inspect(
     """
     # NumPy data become JAX arrays, as jit makes them for NUTS: a minibatch indexes them
     # with traced indices (X[idx]), which a NumPy array refuses
-    model_args, kwargs = as_jax_arrays((tuple(model_args), dict(model_kwargs or {})))
+    model_args, kwargs = as_jax_arguments(model_args, model_kwargs)
     strategy = init_strategy or init_to_uniform
     try:
         info = _numpyro.inspect_model(model, tuple(model_args), kwargs, data_plate, strategy)

@@ -14,7 +14,7 @@ from pplsamplers.infer.options import SHARED_OPTIONS, SamplerOptions
 from pplsamplers.infer.warmup import ModeStage, mode_stage
 from pplsamplers.potential import (
     LocalLatentError,
-    as_jax_arrays,
+    as_jax_arguments,
     discrete_latent_sites,
     inspect,
     make_potential,
@@ -254,7 +254,7 @@ class AutoSampler(MCMCKernel):
                 stacklevel=3,
             )
         # NumPy data as JAX arrays: a chosen NUTS indexes them with traced plate indices
-        model_args, model_kwargs = as_jax_arrays((tuple(model_args), dict(model_kwargs)))
+        model_args, model_kwargs = as_jax_arguments(model_args, model_kwargs)
         return self._delegate.init(rng_key, num_warmup, init_params, model_args, model_kwargs)
 
     def full_data_potential(self) -> Any:
@@ -291,11 +291,11 @@ class AutoSampler(MCMCKernel):
         return getattr(self._delegate, "_sample_fn", None) if self._delegate else None
 
     def sample(self, state: Any, model_args: tuple, model_kwargs: dict) -> Any:
-        model_args, model_kwargs = as_jax_arrays((tuple(model_args), dict(model_kwargs)))
+        model_args, model_kwargs = as_jax_arguments(model_args, model_kwargs)
         return self._require().sample(state, model_args, model_kwargs)
 
     def postprocess_fn(self, model_args: tuple, model_kwargs: dict) -> Callable:
-        model_args, model_kwargs = as_jax_arrays((tuple(model_args), dict(model_kwargs)))
+        model_args, model_kwargs = as_jax_arguments(model_args, model_kwargs)
         return self._require().postprocess_fn(model_args, model_kwargs)
 
     @property
