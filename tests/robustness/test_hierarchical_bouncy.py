@@ -16,8 +16,9 @@ just, at one seed of five: the radial direction still mixes slowly (on a 300-d G
 bulk ESS of |z|² is 100 in 2 × 1000 BPS draws, ``benchmarks/radial_mixing.py``).  The cells
 are strict at the suite's seed (a regression fails them); the spread is in the docs.  Those
 figures are float64; the suite runs this model in float32 (``common.MODELS``), where the
-suite's seed reads SBPS 0.228, pSBPS 0.223, BPS 0.172 and σBPS 0.195 (all warned; BPS 0.186
-and σBPS 0.152 before their set-up's time-scale probe was jitted, which moved its last bits).
+suite's seed reads SBPS 0.228, pSBPS 0.223, BPS 0.146 and σBPS 0.234 (all warned; the last
+bits of BPS's and σBPS's draws moved twice: when their set-up's time-scale probe was jitted,
+and when the whitened potential stopped transposing L, 26e545c).
 
     .venv/bin/pytest -q tests/robustness/test_hierarchical_bouncy.py -p no:cacheprovider
 """
