@@ -140,6 +140,10 @@ def make_potential(
     dict_terms = _numpyro.make_terms(model, model_args, model_kwargs, info)
     constrain_dict = _numpyro.make_constrain(model, model_args, model_kwargs, info)
 
+    # jitted: tracing the model runs NumPyro's handlers in Python (tens of ms per trace), and a
+    # run traces the potential dozens of times (kernel, warmup, checks, each under jvp, grad
+    # or vmap); as one jitted function, every later trace at the same shapes reuses the first
+    @jax.jit
     def terms(x: Array, idx: Array) -> tuple[Array, Array]:
         return dict_terms(unravel(x), idx)
 
