@@ -36,17 +36,3 @@ def _release_compiled_programs():
     """
     yield
     jax.clear_caches()
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Slowest files first (``tests/file_seconds.json``), each file's tests in their order.
-
-    ``make test`` hands whole files to two workers in this order (``--dist loadfile
-    --no-loadscope-reorder``); longest first leaves only short files for the end, where
-    one worker would otherwise run a long one alone (``tests/file_seconds.py``).
-    """
-    from tests.file_seconds import seconds_by_file
-
-    seconds = seconds_by_file()
-    weight = {item: seconds.get(item.nodeid.split("::", 1)[0], 0.0) for item in items}
-    items.sort(key=lambda item: -weight[item])  # stable: a file's tests keep their order
