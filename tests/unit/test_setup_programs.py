@@ -57,3 +57,36 @@ def test_a_run_lowers_a_bounded_number_of_programs(sampler):
         f"one run lowered {lowered} XLA programs (bound {MAX_PROGRAMS}): part of the set-up "
         "runs eagerly, one program per operation; jit it"
     )
+
+
+MAX_MODEL_CALLS = 30
+"""A run called the model 62 times before its terms were one jitted function (each trace of
+the potential, under jvp, grad or vmap, re-ran NumPyro's handlers in Python), 14 after
+(inspection, initial values, constraining, and one trace per shape of the terms)."""
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_a_run_traces_the_model_a_bounded_number_of_times():
+    """Tracing the model runs NumPyro's handlers in Python: a run does it a few times, not
+    at every trace of the potential (``MAX_MODEL_CALLS``)."""
+    args, kwargs = logistic_regression.load_data(N=1_000, d=3, seed=1)
+    calls = []
+
+    def counted_model(*model_args, **model_kwargs):  # a new function: a set-up of its own
+        calls.append(1)
+        return logistic_regression.model(*model_args, **model_kwargs)
+
+    mcmc = MCMC(
+        SGLD(counted_model),
+        num_warmup=20,
+        num_samples=20,
+        num_chains=2,
+        chain_method="vectorized",
+        progress_bar=False,
+    )
+    mcmc.run(jax.random.key(0), *args, **kwargs)
+    jax.block_until_ready(mcmc.get_samples())
+    assert len(calls) <= MAX_MODEL_CALLS, (
+        f"one run called the model {len(calls)} times (bound {MAX_MODEL_CALLS}): a potential "
+        "re-traces the model where it should reuse its jitted terms"
+    )
