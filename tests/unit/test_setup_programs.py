@@ -11,6 +11,8 @@ so the count is a cold-start cost users pay on every run.  The count is determin
 JAX's own compile events (:mod:`jax.monitoring`) are counted from a cleared in-memory cache.
 """
 
+from collections.abc import Callable
+
 import jax
 import pytest
 from numpyro.infer import MCMC
@@ -34,23 +36,34 @@ def _count_lowering(event: str, duration: float, **kwargs) -> None:
 jax.monitoring.register_event_duration_secs_listener(_count_lowering)
 
 
-@pytest.mark.filterwarnings("ignore")
-@pytest.mark.parametrize("sampler", [SGLD, BPS], ids=["sgld", "bps"])
-def test_a_run_lowers_a_bounded_number_of_programs(sampler):
+def _short_run(sampler: type, model: Callable = logistic_regression.model) -> Callable[[], None]:
+    """A short vectorized run of ``sampler`` on a small logistic regression, built now and
+    run (to its last draw) when the returned function is called."""
     args, kwargs = logistic_regression.load_data(N=1_000, d=3, seed=1)
     mcmc = MCMC(
-        sampler(logistic_regression.model),
+        sampler(model),
         num_warmup=20,
         num_samples=20,
         num_chains=2,
         chain_method="vectorized",
         progress_bar=False,
     )
+
+    def run() -> None:
+        mcmc.run(jax.random.key(0), *args, **kwargs)
+        jax.block_until_ready(mcmc.get_samples())
+
+    return run
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("sampler", [SGLD, BPS], ids=["sgld", "bps"])
+def test_a_run_lowers_a_bounded_number_of_programs(sampler):
+    run = _short_run(sampler)
     jax.clear_caches()
     _counting.append(0)
     try:
-        mcmc.run(jax.random.key(0), *args, **kwargs)
-        jax.block_until_ready(mcmc.get_samples())
+        run()
     finally:
         lowered = _counting.pop()
     assert lowered <= MAX_PROGRAMS, (
@@ -60,32 +73,22 @@ def test_a_run_lowers_a_bounded_number_of_programs(sampler):
 
 
 MAX_MODEL_CALLS = 30
-"""A run called the model 62 times before its terms were one jitted function (each trace of
-the potential, under jvp, grad or vmap, re-ran NumPyro's handlers in Python), 14 after
-(inspection, initial values, constraining, and one trace per shape of the terms)."""
+"""The run below called the model 66 times before its terms were one jitted function (each
+trace of the potential, under jvp, grad or vmap, re-ran NumPyro's handlers in Python), 15
+after (inspection, initial values, constraining, and one trace per shape of the terms)."""
 
 
 @pytest.mark.filterwarnings("ignore")
 def test_a_run_traces_the_model_a_bounded_number_of_times():
     """Tracing the model runs NumPyro's handlers in Python: a run does it a few times, not
     at every trace of the potential (``MAX_MODEL_CALLS``)."""
-    args, kwargs = logistic_regression.load_data(N=1_000, d=3, seed=1)
     calls = []
 
     def counted_model(*model_args, **model_kwargs):  # a new function: a set-up of its own
         calls.append(1)
         return logistic_regression.model(*model_args, **model_kwargs)
 
-    mcmc = MCMC(
-        SGLD(counted_model),
-        num_warmup=20,
-        num_samples=20,
-        num_chains=2,
-        chain_method="vectorized",
-        progress_bar=False,
-    )
-    mcmc.run(jax.random.key(0), *args, **kwargs)
-    jax.block_until_ready(mcmc.get_samples())
+    _short_run(SGLD, counted_model)()
     assert len(calls) <= MAX_MODEL_CALLS, (
         f"one run called the model {len(calls)} times (bound {MAX_MODEL_CALLS}): a potential "
         "re-traces the model where it should reuse its jitted terms"
