@@ -362,15 +362,21 @@ class SubsampledKernel(MCMCKernel):
             rng_key, step_key, *stage_keys = jax.random.split(state.rng_key, 4)
             potential = potential_of(state.metric)
             one_step = lambda carry, key: step(potential, state.iteration, carry, key)
-            first_key = step_key if steps == 1 else jax.random.fold_in(step_key, 0)
             start = (state.kernel_state, state.params, 0, jnp.zeros((), jnp.int32))
-            carry, info = one_step(start, first_key)
-            if steps > 1:  # the draw is the last of `steps` steps; info is the last step's
+            if steps == 1:
+                carry, info = one_step(start, step_key)
+            else:  # the draw is the last of `steps` steps; info is the last step's
+                # the kernel is traced once, inside the loop: peeling the first step off to
+                # get info's shapes put a second copy of it into every compiled sampling loop
 
                 def body(i: Array, loop: tuple) -> tuple:
                     return one_step(loop[0], jax.random.fold_in(step_key, i))
 
-                carry, info = jax.lax.fori_loop(1, steps, body, (carry, info))
+                no_info = jax.tree.map(
+                    lambda s: jnp.zeros(s.shape, s.dtype),
+                    jax.eval_shape(one_step, start, step_key)[1],
+                )
+                carry, info = jax.lax.fori_loop(0, steps, body, (start, no_info))
             new_state, params, evals, rejected = carry
             # control variates evaluate each datum at x and at the anchor
             info = info._replace(data_evals=evals * cost)
