@@ -96,6 +96,10 @@ def _finite(tree: Any) -> Array:
     return jnp.all(jnp.stack(leaves)) if leaves else jnp.asarray(True)
 
 
+def _zeros(shapes: Any) -> Any:
+    return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+
+
 def model_time_averages(info: Any, center: Array, factor: Array) -> Any:
     """A PDMP's exact interval averages of z and z² (SBPS eq. 19) mapped to x = c + L z.
 
@@ -250,8 +254,7 @@ class SubsampledKernel(MCMCKernel):
             for i, key in enumerate(rng_key)
         ]
         state = jax.tree.map(lambda *xs: jnp.stack(xs), *chains)
-        # data on a ("chain", "data") mesh: the chains are split over the chain axis too
-        on_devices = chain_sharding((model_args, model_kwargs), len(chains))
+        on_devices = chain_sharding((model_args, model_kwargs), len(chains))  # chains on the mesh
         return state if on_devices is None else jax.device_put(state, on_devices)
 
     # ----------------------------------------------------------- the driver
@@ -265,8 +268,7 @@ class SubsampledKernel(MCMCKernel):
         """
         signature = (model_args, tuple(sorted(model_kwargs.items())))
         if self.prepared is None or not _same(self._prepared_for, signature):
-            context = jax.ensure_compile_time_eval() if traced else contextlib.nullcontext()
-            with context:
+            with jax.ensure_compile_time_eval() if traced else contextlib.nullcontext():
                 self.prepared = prepare(self.options, self.spec, model_args, model_kwargs)
             self._prepared_for = signature
         return self.prepared
@@ -289,7 +291,7 @@ class SubsampledKernel(MCMCKernel):
         shapes = jax.eval_shape(
             lambda k, s, p: kernel(k, s, potential, p), kernel_key, kernel_state, params
         )
-        info = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes[1])
+        info = _zeros(shapes[1])
         return SamplerState(
             z=potential.unravel(spec.position(kernel_state)),
             kernel_state=kernel_state,
@@ -365,17 +367,10 @@ class SubsampledKernel(MCMCKernel):
             start = (state.kernel_state, state.params, 0, jnp.zeros((), jnp.int32))
             if steps == 1:
                 carry, info = one_step(start, step_key)
-            else:  # the draw is the last of `steps` steps; info is the last step's
-                # the kernel is traced once, inside the loop: peeling the first step off to
-                # get info's shapes put a second copy of it into every compiled sampling loop
-
-                def body(i: Array, loop: tuple) -> tuple:
-                    return one_step(loop[0], jax.random.fold_in(step_key, i))
-
-                no_info = jax.tree.map(
-                    lambda s: jnp.zeros(s.shape, s.dtype),
-                    jax.eval_shape(one_step, start, step_key)[1],
-                )
+            else:  # the draw is the last of `steps` steps; the kernel is traced once, in the
+                # loop (a first step peeled off for Info's shapes doubled the compiled program)
+                body = lambda i, loop: one_step(loop[0], jax.random.fold_in(step_key, i))
+                no_info = _zeros(jax.eval_shape(one_step, start, step_key)[1])
                 carry, info = jax.lax.fori_loop(0, steps, body, (start, no_info))
             new_state, params, evals, rejected = carry
             # control variates evaluate each datum at x and at the anchor
@@ -406,8 +401,7 @@ class SubsampledKernel(MCMCKernel):
             return state._replace(kernel_state=kernel_state, params=params, adapt_state=adapt_state)
 
         def in_model_coordinates(state: SamplerState) -> SamplerState:
-            metric = state.metric
-            return state._replace(info=model_time_averages(state.info, *metric))
+            return state._replace(info=model_time_averages(state.info, *state.metric))
 
         def collect(state: SamplerState, keys: Array) -> SamplerState:
             stats = metrics.accumulate(state.metric_stats, spec.position(state.kernel_state))
