@@ -73,7 +73,7 @@ def test_contract(name, data):
     # the run's key
     assert not np.allclose(runs["sequential"][0], runs["sequential"][1])
     # ArviZ: posterior, sample_stats with data_evals, full-data log_likelihood
-    idata = az.from_numpyro(mcmc, log_likelihood=True)
+    idata = az.from_numpyro(mcmc, log_likelihood=True)  # the vectorized plain-plate run
     stats = idata.sample_stats
     assert "data_evals" in stats and int(stats["data_evals"].min()) > 0
     assert idata.log_likelihood["y"].shape[-1] == data[0].shape[0]
