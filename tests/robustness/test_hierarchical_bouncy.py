@@ -13,12 +13,17 @@ hierarchical --seed S``): BPS 0.164, 0.146, 0.119, 0.273, 0.114 and σBPS 0.129,
 0.156, 0.127, every miss warned (refreshing at rate 1, BPS read 0.187, 0.263, 0.339, 0.252,
 0.317); SBPS 0.207, 0.139, 0.160 at the first three.  So each of BPS and σBPS still misses,
 just, at one seed of five: the radial direction still mixes slowly (on a 300-d Gaussian the
-bulk ESS of |z|² is 100 in 2 × 1000 BPS draws, ``benchmarks/radial_mixing.py``).  The cells
-are strict at the suite's seed (a regression fails them); the spread is in the docs.  Those
-figures are float64; the suite runs this model in float32 (``common.MODELS``), where the
-suite's seed reads SBPS 0.228, pSBPS 0.223, BPS 0.146 and σBPS 0.234 (all warned; the last
-bits of BPS's and σBPS's draws moved twice: when their set-up's time-scale probe was jitted,
-and when the whitened potential stopped transposing L, 26e545c).
+bulk ESS of |z|² is 100 in 2 × 1000 BPS draws, ``benchmarks/radial_mixing.py``).  Those
+figures are float64; the suite runs this model in float32 (``common.MODELS``).  In 2 × 500
+draws τ's bulk ESS is a few dozen at best (12 in σBPS's run at the suite's seed below, whose
+self-check read R-hat 1.12 on τ), so the Monte Carlo sd of τ's mean is 0.15-0.3 sd_ref and
+one seed cannot hold them to 0.25: float32 on an AVX-512 machine
+(2026-11-27) read BPS 0.148, 0.137, 0.214, 0.173, 0.117 and σBPS 0.264, 0.146, 0.122, 0.258,
+0.169 at the suite's seed and seeds 1-4 (σBPS 0.234 at the suite's seed on the machine of the
+day before: the last bits of the arithmetic move the path), every miss warned; refreshing at
+6 instead of √10 read BPS 0.334 and σBPS 0.257 at their worst seeds, no better.  Their
+tolerance cells are therefore known misses (non-strict: a pass reads XPASS); the must-warn
+and no-divergence cells stay strict, and SBPS and pSBPS stay strict.
 
     .venv/bin/pytest -q tests/robustness/test_hierarchical_bouncy.py -p no:cacheprovider
 """
@@ -36,7 +41,14 @@ from tests.robustness.common import (  # noqa: F401 - collected here, parametriz
 pytestmark = pytest.mark.robustness
 
 
-KNOWN_MISSES: dict[tuple[str, str], str] = {}
+KNOWN_MISSES: dict[tuple[str, str], str] = {
+    (name, "hierarchical"): (
+        "τ mixes slowly (radial direction; bulk ESS 12 in 2 x 500 σBPS draws at the suite's "
+        "seed), so its mean's Monte Carlo sd is up to 0.3 sd_ref: 1-2 seeds of 5 read "
+        "0.26-0.27, every miss warned"
+    )
+    for name in ("bps", "sigmabps")
+}
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
