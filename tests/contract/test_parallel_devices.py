@@ -66,7 +66,8 @@ SCRIPT = textwrap.dedent(
 def parallel_results():
     env = {
         **os.environ,
-        "XLA_FLAGS": "--xla_force_host_platform_device_count=4",
+        # conftest's optimization level, plus four host devices
+        "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=4",
         "MPLBACKEND": "Agg",
     }
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")

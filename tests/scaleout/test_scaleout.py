@@ -24,7 +24,8 @@ TIMEOUT_S = 480  # generous: CI machines are shared; a hang still ends
 def _env(devices: int) -> dict[str, str]:
     env = dict(os.environ)
     env["JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS"] = "1"
-    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}" if devices > 1 else ""
+    devices_flag = f"--xla_force_host_platform_device_count={devices}" if devices > 1 else ""
+    env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {devices_flag}".strip()  # conftest's too
     env["JAX_PLATFORMS"] = "cpu"
     return env
 
