@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import arviz as az
 import jax
 import numpy as np
 from numpyro.infer import MCMC
@@ -45,6 +46,9 @@ MEAN_TOL = 0.25
 """max |Δmean| / sd_ref allowed (issue 14, item 6)."""
 SD_TOL = 0.30
 """max |sd / sd_ref − 1| allowed (issue 14, item 6)."""
+MCSE_Z = 4.0
+"""A slowly mixing cell's mean may miss :data:`MEAN_TOL` only within this many Monte Carlo
+standard errors (:attr:`Cell.within_monte_carlo_error`)."""
 SEED = 20261122
 """The one PRNG key of every cell (fixed, written here)."""
 NUM_CHAINS = 2
@@ -132,16 +136,17 @@ def load(model: str, size: int | None = None, as_numpy: bool = False) -> tuple[A
 
 
 def stored_reference(name: str) -> dict[str, dict[str, np.ndarray]]:
-    """``{site: {"mean", "sd"}}`` (site-shaped) of ``tests/data/<name>.json``."""
+    """``{site: {"mean", "sd", "mcse_mean"}}`` (site-shaped) of ``tests/data/<name>.json``
+    (``mcse_mean``: the reference's own Monte Carlo error, zeros where it stores none)."""
     with open(DATA / f"{name}.json") as handle:
         stored = json.load(handle)
-    return {
-        site: {
-            k: np.asarray(entry[k], dtype=np.float64).reshape(entry["shape"])
-            for k in ("mean", "sd")
-        }
-        for site, entry in stored["sites"].items()
-    }
+    out = {}
+    for site, entry in stored["sites"].items():
+        shape = entry["shape"]
+        values = {k: np.asarray(entry[k], dtype=np.float64).reshape(shape) for k in ("mean", "sd")}
+        values["mcse_mean"] = np.asarray(entry.get("mcse_mean", 0.0), np.float64) * np.ones(shape)
+        out[site] = values
+    return out
 
 
 @functools.cache
@@ -175,6 +180,9 @@ class Cell:
     sd_err: dict[str, float] = field(default_factory=dict)
     nonfinite: int = 0
     frozen: list[str] = field(default_factory=list)
+    mean_err_mcse: dict[str, float] = field(default_factory=dict)
+    """Per site, over its coordinates beyond the mean tolerance, the largest |Δmean| in
+    Monte Carlo standard errors √(MCSE_run² + MCSE_ref²) (0 where none is beyond it)."""
 
     @property
     def max_mean_err(self) -> float:
@@ -191,6 +199,16 @@ class Cell:
             self.max_mean_err <= MEAN_TOL and self.max_sd_err <= SD_TOL
         )
 
+    @property
+    def within_monte_carlo_error(self) -> bool:
+        """The bound of a slowly mixing cell (:func:`generate_cells`' ``slow_cells``): the sd
+        ratios within :data:`SD_TOL`, and every mean within :data:`MEAN_TOL` sd_ref or within
+        :data:`MCSE_Z` Monte Carlo standard errors of the reference."""
+        return self.error is None and bool(
+            self.max_sd_err <= SD_TOL
+            and max(self.mean_err_mcse.values(), default=float("nan")) <= MCSE_Z
+        )
+
     def describe(self) -> str:
         """One line with the numbers, for assertion messages and the benchmark."""
         if self.error is not None:
@@ -203,6 +221,8 @@ class Cell:
             f"{self.max_mean_err:.3g} (site {worst_mean}; tolerance {MEAN_TOL}), max |sd ratio − 1|"
             f" = {self.max_sd_err:.3g} (site {worst_sd}; tolerance {SD_TOL}), "
             f"{self.nonfinite} non-finite values, frozen coordinates in {self.frozen or 'none'}; "
+            f"beyond the mean tolerance: at most "
+            f"{max(self.mean_err_mcse.values(), default=float('nan')):.2g} MCSE; "
             f"self-check: {'warned' if self.warned else 'silent'} ({checks})"
         )
 
@@ -226,6 +246,18 @@ def compare(cell: Cell, samples: dict[str, Any], ref: dict[str, dict[str, np.nda
         # NaN (a diverged chain) must count as a miss, so it becomes +inf
         cell.mean_err[site] = float(np.nan_to_num(mean_err, nan=np.inf).max())
         cell.sd_err[site] = float(np.nan_to_num(sd_err, nan=np.inf).max())
+        beyond = ~(mean_err <= MEAN_TOL)  # NaN included
+        if beyond.any():
+            ref_mcse = target.get("mcse_mean", np.zeros_like(target["mean"])).reshape(-1)
+            with warnings.catch_warnings(), np.errstate(invalid="ignore", over="ignore"):
+                warnings.simplefilter("ignore", RuntimeWarning)
+                run_mcse = np.asarray(az.mcse(draws[..., beyond], method="mean"))
+                errors = np.abs(flat.mean(0) - mean_ref)[beyond] / np.hypot(
+                    run_mcse, ref_mcse[beyond]
+                )
+            cell.mean_err_mcse[site] = float(np.nan_to_num(errors, nan=np.inf).max())
+        else:
+            cell.mean_err_mcse[site] = 0.0
 
 
 def run_cell(
@@ -298,9 +330,16 @@ STRAIGHT_FLOW_KERNELS = ("sbps", "psbps", "bps", "sigmabps")
 # with :func:`generate_cells` (its ``pytest_generate_tests``), so the checks are written once.
 
 
-def test_defaults_within_tolerance(sampler: str, model: str) -> None:
-    """The strict target: max |Δmean|/sd_ref ≤ 0.25 and max |sd ratio − 1| ≤ 0.30."""
+def test_defaults_within_tolerance(sampler: str, model: str, request: Any) -> None:
+    """The strict target: max |Δmean|/sd_ref ≤ 0.25 and max |sd ratio − 1| ≤ 0.30.
+
+    A cell marked ``slow_mixing`` (:func:`generate_cells`' ``slow_cells``: the suite's run
+    is too short for its Monte Carlo error to fit the tolerance) is held to the sd tolerance
+    and to means within the tolerance or :data:`MCSE_Z` Monte Carlo standard errors."""
     result = cell(sampler, model)
+    if request.node.get_closest_marker("slow_mixing") is not None:
+        assert result.within_monte_carlo_error, "defaults are wrong: " + result.describe()
+        return
     assert result.ok, "defaults are wrong: " + result.describe()
 
 
@@ -326,23 +365,25 @@ def generate_cells(
     metafunc: Any,
     model_names: list[str],
     samplers: tuple[str, ...] | None = None,
-    known_misses: dict[tuple[str, str], str] | None = None,
+    slow_cells: dict[tuple[str, str], str] | None = None,
 ) -> None:
-    """Parametrize the cell tests over (sampler, model).  ``known_misses`` maps a cell to the
-    measured reason it may miss the tolerance: that cell's tolerance test is a non-strict
-    ``xfail`` (a pass reads XPASS).  The must-warn test and the divergence test are strict
-    everywhere: a kernel that misses the tolerance must still neither diverge nor freeze,
-    and must warn (issue 14, item 6).  ``samplers``: only these (a model's cells split over
-    several files, which ``pytest --dist loadfile`` runs on different workers)."""
+    """Parametrize the cell tests over (sampler, model).  ``slow_cells`` maps a cell to the
+    measured reason why the suite's run is too short for its Monte Carlo error to fit the
+    mean tolerance: that cell's tolerance test is marked ``slow_mixing`` (strict, with the
+    bound of :attr:`Cell.within_monte_carlo_error`).  The must-warn test and the divergence
+    test are the same everywhere: a kernel that misses the tolerance must still neither
+    diverge nor freeze, and must warn (issue 14, item 6).  ``samplers``: only these (a
+    model's cells split over several files, which ``pytest --dist loadfile`` runs on
+    different workers)."""
     import pytest
 
     if {"sampler", "model"} <= set(metafunc.fixturenames):
         names = [s for s in sampler_names() if samplers is None or s in samplers]
         cells = [(s, m) for m in model_names for s in names]
-        if metafunc.function.__name__ == "test_defaults_within_tolerance" and known_misses:
+        if metafunc.function.__name__ == "test_defaults_within_tolerance" and slow_cells:
             cells = [
-                pytest.param(*c, marks=pytest.mark.xfail(reason=known_misses[c], strict=False))
-                if c in known_misses
+                pytest.param(*c, marks=pytest.mark.slow_mixing(reason=slow_cells[c]))
+                if c in slow_cells
                 else pytest.param(*c)
                 for c in cells
             ]

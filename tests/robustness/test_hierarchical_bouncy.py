@@ -22,17 +22,29 @@ one seed cannot hold them to 0.25: float32 on an AVX-512 machine
 0.169 at the suite's seed and seeds 1-4 (σBPS 0.234 at the suite's seed on the machine of the
 day before, and a pass at -O1, as the suite compiles: the last bits of the arithmetic move the
 path), every miss warned; refreshing at
-6 instead of √10 read BPS 0.334 and σBPS 0.257 at their worst seeds, no better.  Their
-tolerance cells are therefore known misses (non-strict: a pass reads XPASS); the must-warn
-and no-divergence cells stay strict, and SBPS and pSBPS stay strict.
+6 instead of √10 read BPS 0.334 and σBPS 0.257 at their worst seeds, no better.  Run longer,
+they are right: 2 × 6000 draws read BPS 0.055 (``--draws 6000``), and the τ error is Monte
+Carlo noise, not a bias.  A randomised bounce (the orthogonal velocity redrawn at each
+reflection, Wu & Robert's generalised BPS) does not help: on a Gaussian the gradient is along
+x, so the redrawn part is orthogonal to x and |x|² still moves only at refreshments (a trial
+implementation, not kept: on ``benchmarks/radial_mixing.py``'s D = 300 Gaussian the radial ESS
+fell from 119 to 48, the smallest coordinate ESS from 1011 to 215).  So
+their tolerance cells are ``slow_mixing`` (``common.generate_cells``): strict on the sd
+tolerance, and on every mean within the tolerance or 4 Monte Carlo standard errors of NUTS
+(√(MCSE_run² + MCSE_ref²), ArviZ; a miss of 0.26 sd at ESS 12 is about 1 MCSE).  The
+must-warn and no-divergence cells stay as they are, and SBPS and pSBPS are held to the
+tolerance itself.
 
     .venv/bin/pytest -q tests/robustness/test_hierarchical_bouncy.py -p no:cacheprovider
 """
 
+import numpy as np
 import pytest
 
 from tests.robustness.common import (  # noqa: F401 - collected here, parametrized below
     STRAIGHT_FLOW_KERNELS,
+    Cell,
+    compare,
     generate_cells,
     test_defaults_within_tolerance,
     test_miss_is_flagged_by_self_check,
@@ -42,15 +54,47 @@ from tests.robustness.common import (  # noqa: F401 - collected here, parametriz
 pytestmark = pytest.mark.robustness
 
 
-KNOWN_MISSES: dict[tuple[str, str], str] = {
+SLOW_CELLS: dict[tuple[str, str], str] = {
     (name, "hierarchical"): (
-        "τ mixes slowly (radial direction; bulk ESS 12 in 2 x 500 σBPS draws at the suite's "
-        "seed), so its mean's Monte Carlo sd is up to 0.3 sd_ref: 1-2 seeds of 5 read "
-        "0.26-0.27, every miss warned"
+        "τ mixes slowly (radial direction; bulk ESS 12-37 in 2 x 500 draws), so its mean's "
+        "Monte Carlo sd is 0.15-0.3 sd_ref: 1-2 seeds of 5 read 0.26-0.27, every miss warned"
     )
     for name in ("bps", "sigmabps")
 }
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    generate_cells(metafunc, ["hierarchical"], STRAIGHT_FLOW_KERNELS, KNOWN_MISSES)
+    generate_cells(metafunc, ["hierarchical"], STRAIGHT_FLOW_KERNELS, SLOW_CELLS)
+
+
+def _ar1_draws(shift: float, rho: float, scale: float = 1.0) -> dict[str, np.ndarray]:
+    """2 chains × 1000 draws of an AR(1) with unit stationary sd times ``scale``, centred
+    and moved to mean ``shift`` exactly: ESS ≈ 2000 (1 − ρ) / (1 + ρ)."""
+    rng = np.random.default_rng(7)
+    noise = rng.standard_normal((2, 1000))
+    x = np.empty_like(noise)
+    x[:, 0] = noise[:, 0]
+    for t in range(1, 1000):  # a test fixture of 2000 numbers, not a sampler
+        x[:, t] = rho * x[:, t - 1] + np.sqrt(1 - rho**2) * noise[:, t]
+    return {"tau": (shift + scale * (x - x.mean()))[..., None]}
+
+
+@pytest.mark.parametrize(
+    "shift, rho, scale, within",
+    [
+        (0.3, 0.98, 1.0, True),  # ESS ≈ 20: MCSE ≈ 0.22, 0.3 sd is noise
+        (0.3, 0.0, 1.0, False),  # ESS ≈ 2000: MCSE ≈ 0.02, 0.3 sd is a bias
+        (1.5, 0.98, 1.0, False),  # beyond 4 MCSE even at ESS ≈ 20
+        (0.0, 0.98, 1.5, False),  # the sd tolerance stays strict
+    ],
+)
+def test_slow_cell_bound_tells_noise_from_bias(
+    shift: float, rho: float, scale: float, within: bool
+) -> None:
+    """The bound of the slow cells can fail: a mean beyond the tolerance passes only where the
+    run's own Monte Carlo error explains it, and never with a wrong sd."""
+    ref = {"tau": {"mean": np.zeros(1), "sd": np.ones(1), "mcse_mean": np.zeros(1)}}
+    result = Cell("bps", "synthetic")
+    compare(result, _ar1_draws(shift, rho, scale), ref)
+    assert not result.ok
+    assert result.within_monte_carlo_error is within, result.describe()
