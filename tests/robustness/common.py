@@ -58,7 +58,8 @@ NUM_CHAINS = 2
 # a Monte Carlo sd of ≤ 0.07 sd_ref on each mean and ≤ 0.05 on each sd ratio, well inside the
 # tolerance even as a maximum over the 304 coordinates of robust_hierarchical.  BPS and σBPS
 # fall far below that ESS on that model's group scale τ (bulk ESS about 12 in 2 × 500 draws),
-# so their tolerance cells there are known misses (test_hierarchical_bouncy.py).
+# so their tolerance cells there are held to a Monte Carlo bound instead (``slow_mixing``,
+# test_hierarchical_bouncy.py).
 # ``float32=True``: the cells run in float32, the users' default (``jax.enable_x64(False)``
 # around the run; the rest of the suite is float64).  The hierarchical cells are the suite's
 # longest and their time is spent running, not compiling: float32 cut BPS's from 51 s to
@@ -144,7 +145,10 @@ def stored_reference(name: str) -> dict[str, dict[str, np.ndarray]]:
     for site, entry in stored["sites"].items():
         shape = entry["shape"]
         values = {k: np.asarray(entry[k], dtype=np.float64).reshape(shape) for k in ("mean", "sd")}
-        values["mcse_mean"] = np.asarray(entry.get("mcse_mean", 0.0), np.float64) * np.ones(shape)
+        mcse = entry.get("mcse_mean")
+        values["mcse_mean"] = (
+            np.zeros(shape) if mcse is None else np.asarray(mcse, np.float64).reshape(shape)
+        )
         out[site] = values
     return out
 
@@ -193,6 +197,10 @@ class Cell:
         return max(self.sd_err.values(), default=float("nan"))
 
     @property
+    def max_mean_err_mcse(self) -> float:
+        return max(self.mean_err_mcse.values(), default=float("nan"))
+
+    @property
     def ok(self) -> bool:
         """Within the tolerance on every site (NaN, a crash or a missing site is not)."""
         return self.error is None and bool(
@@ -205,8 +213,7 @@ class Cell:
         ratios within :data:`SD_TOL`, and every mean within :data:`MEAN_TOL` sd_ref or within
         :data:`MCSE_Z` Monte Carlo standard errors of the reference."""
         return self.error is None and bool(
-            self.max_sd_err <= SD_TOL
-            and max(self.mean_err_mcse.values(), default=float("nan")) <= MCSE_Z
+            self.max_sd_err <= SD_TOL and self.max_mean_err_mcse <= MCSE_Z
         )
 
     def describe(self) -> str:
@@ -221,8 +228,7 @@ class Cell:
             f"{self.max_mean_err:.3g} (site {worst_mean}; tolerance {MEAN_TOL}), max |sd ratio − 1|"
             f" = {self.max_sd_err:.3g} (site {worst_sd}; tolerance {SD_TOL}), "
             f"{self.nonfinite} non-finite values, frozen coordinates in {self.frozen or 'none'}; "
-            f"beyond the mean tolerance: at most "
-            f"{max(self.mean_err_mcse.values(), default=float('nan')):.2g} MCSE; "
+            f"beyond the mean tolerance: at most {self.max_mean_err_mcse:.2g} MCSE; "
             f"self-check: {'warned' if self.warned else 'silent'} ({checks})"
         )
 
@@ -241,7 +247,8 @@ def compare(cell: Cell, samples: dict[str, Any], ref: dict[str, dict[str, np.nda
         if np.any(draws.std(axis=1) == 0.0):
             cell.frozen.append(site)
         with np.errstate(invalid="ignore", over="ignore"):
-            mean_err = np.abs(flat.mean(0) - mean_ref) / sd_ref
+            mean_diff = np.abs(flat.mean(0) - mean_ref)
+            mean_err = mean_diff / sd_ref
             sd_err = np.abs(flat.std(0, ddof=1) / sd_ref - 1.0)
         # NaN (a diverged chain) must count as a miss, so it becomes +inf
         cell.mean_err[site] = float(np.nan_to_num(mean_err, nan=np.inf).max())
@@ -252,9 +259,7 @@ def compare(cell: Cell, samples: dict[str, Any], ref: dict[str, dict[str, np.nda
             with warnings.catch_warnings(), np.errstate(invalid="ignore", over="ignore"):
                 warnings.simplefilter("ignore", RuntimeWarning)
                 run_mcse = np.asarray(az.mcse(draws[..., beyond], method="mean"))
-                errors = np.abs(flat.mean(0) - mean_ref)[beyond] / np.hypot(
-                    run_mcse, ref_mcse[beyond]
-                )
+                errors = mean_diff[beyond] / np.hypot(run_mcse, ref_mcse[beyond])
             cell.mean_err_mcse[site] = float(np.nan_to_num(errors, nan=np.inf).max())
         else:
             cell.mean_err_mcse[site] = 0.0
