@@ -6,19 +6,16 @@ import sys
 os.environ.setdefault("MPLBACKEND", "Agg")
 # what `import pplsamplers` before JAX gives users (pplsamplers/__init__.py); JAX reads it once
 os.environ.setdefault("JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS", "1")
-# The suite is compile-bound (about 40 % of it is XLA:CPU compiling, two thirds of that in
-# LLVM), and LLVM at -O1 compiles the suite's programs about 13 % faster than at XLA's default
-# -O2 with no slower runs (test_bps + test_sgld: 45 -> 39 s; the runtime-bound hierarchical
-# step-size cells: 91 s either way).  Same semantics, no fast-math either way, but the last
-# bits of some results move, and with them a chaotic PDMP's path: figures quoted from the
-# benchmarks (XLA's default, as users run) can differ a little from the suite's.
-# Subprocesses inherit it (the scale-out and device tests add their device count to it).
-OPTIMIZATION_FLAG = "--xla_backend_optimization_level=1"
-if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {OPTIMIZATION_FLAG}".strip()
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+
+# LLVM at -O1: the suite compiles faster (tests/xla_flags.py says how much, and what moves).
+# Subprocesses inherit it (the scale-out and device tests lower it and add their device count).
+from tests.xla_flags import OPTIMIZATION_FLAG  # noqa: E402
+
+if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {OPTIMIZATION_FLAG}".strip()
 
 import jax  # noqa: E402
 

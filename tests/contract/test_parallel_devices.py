@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.xla_flags import subprocess_flags
+
 ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = textwrap.dedent(
@@ -66,8 +68,8 @@ SCRIPT = textwrap.dedent(
 def parallel_results():
     env = {
         **os.environ,
-        # conftest's optimization level, plus four host devices
-        "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=4",
+        # four host devices, at -O0: 22 short runs, compile-bound (tests/xla_flags.py)
+        "XLA_FLAGS": subprocess_flags(devices=4),
         "MPLBACKEND": "Agg",
     }
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")

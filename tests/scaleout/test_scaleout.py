@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.xla_flags import subprocess_flags
+
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 480  # generous: CI machines are shared; a hang still ends
 
@@ -24,8 +26,7 @@ TIMEOUT_S = 480  # generous: CI machines are shared; a hang still ends
 def _env(devices: int) -> dict[str, str]:
     env = dict(os.environ)
     env["JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS"] = "1"
-    devices_flag = f"--xla_force_host_platform_device_count={devices}" if devices > 1 else ""
-    env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {devices_flag}".strip()  # conftest's too
+    env["XLA_FLAGS"] = subprocess_flags(devices)  # -O0: short runs, compile-bound
     env["JAX_PLATFORMS"] = "cpu"
     return env
 
