@@ -28,7 +28,7 @@ demo: $(STAMP)
 	$(VENV)/bin/pplsamplers demo
 
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadfile --durations=20
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=20
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not statistical and not tutorial"

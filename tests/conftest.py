@@ -48,3 +48,15 @@ def _release_compiled_programs():
     """
     yield
     jax.clear_caches()
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items) -> None:
+    """Longest test files first (``tests/durations.py``: the two workers finish together);
+    a stable sort, so the tests of a file keep their order."""
+    from tests.durations import file_seconds
+
+    def seconds(item: pytest.Item) -> float:
+        path = os.path.relpath(str(item.path), ROOT).replace(os.sep, "/")
+        return -file_seconds(path)
+
+    items.sort(key=seconds)
