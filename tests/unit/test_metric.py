@@ -47,9 +47,15 @@ def test_refine_recovers_the_window_moments_and_keeps_x(dense):
     old = metric.Metric(jnp.array([0.3, 0.2, 0.1]), factor0)
     new, map_shift, map_root, ok = metric.refine(old, _stats(draws, dense))
     assert bool(ok)
-    # the window's mean moves the center; its covariance (λ = D / n shrinks little) the scale
+    # the window's mean moves the center (weighted by its effective count against the
+    # regularisation's five draws); its covariance (λ = D / n shrinks little) the scale
     old_full = old_factor if dense else np.diag(np.diag(old_factor))
-    np.testing.assert_allclose(new.center, old.center + old_full @ draws.mean(0), atol=1e-12)
+    effective = np.asarray(metric.effective_count(_stats(draws, dense)))
+    weight = effective / (effective + metric.REGULARIZATION)
+    assert np.all(weight > 0.99)
+    np.testing.assert_allclose(
+        new.center, old.center + old_full @ (weight * draws.mean(0)), atol=1e-12
+    )
     new_full = np.asarray(new.factor) if dense else np.diag(np.asarray(new.factor))
     target = old_full @ np.cov(draws.T) @ old_full.T
     if not dense:
@@ -71,10 +77,35 @@ def test_autocorrelated_draws_count_for_less():
     ar = np.zeros((2000, 2))
     for t in range(1, 2000):  # AR(1) with ρ = 0.9: ESS fraction 0.1 / 1.9 ≈ 0.053
         ar[t] = 0.9 * ar[t - 1] + np.sqrt(1 - 0.81) * rng.standard_normal(2)
-    n_iid = float(metric.effective_count(_stats(independent, dense=False)))
-    n_ar = float(metric.effective_count(_stats(ar, dense=False)))
-    assert 1800 < n_iid <= 2000
-    assert 0.035 * 2000 < n_ar < 0.075 * 2000
+    n_iid = np.asarray(metric.effective_count(_stats(independent, dense=False)))
+    n_ar = np.asarray(metric.effective_count(_stats(ar, dense=False)))
+    assert n_iid.shape == n_ar.shape == (2,)  # one count per coordinate
+    assert np.all((1800 < n_iid) & (n_iid <= 2000))
+    assert np.all((0.035 * 2000 < n_ar) & (n_ar < 0.075 * 2000))
+
+
+@pytest.mark.parametrize("dense", [True, False])
+def test_a_stuck_coordinate_keeps_its_scale_while_the_others_adapt(dense):
+    """A window in which one direction barely moved (a chain stuck on a hierarchical scale)
+    says little about that direction's variance: its scale must stay near the current metric
+    instead of collapsing onto the window's tiny spread, which would slow that direction
+    further (the Boomerang's hierarchical cell at seed 4 read 0.66 sd on τ with one weight
+    for all coordinates, 0.11 with one per coordinate).  The other coordinates adapt."""
+    rng = np.random.default_rng(2)
+    count, dim = 100, 4
+    draws = 2.0 * rng.standard_normal((count, dim))
+    stuck = np.zeros(count)
+    for t in range(1, count):  # ρ = 0.99, spread about 0.1
+        stuck[t] = 0.99 * stuck[t - 1] + 0.1 * np.sqrt(1 - 0.99**2) * rng.standard_normal()
+    draws[:, 0] = stuck
+    old = metric.Metric(jnp.zeros(dim), jnp.eye(dim) if dense else jnp.ones(dim))
+    new, _, _, ok = metric.refine(old, _stats(draws, dense))
+    assert bool(ok)
+    factor = np.asarray(new.factor) if dense else np.diag(np.asarray(new.factor))
+    sds = np.sqrt(np.diag(factor @ factor.T))
+    assert sds[0] > 0.7, sds  # one weight for all coordinates gave 0.29
+    assert np.all((1.6 < sds[1:]) & (sds[1:] < 2.4)), sds
+    assert abs(float(new.center[0])) < 0.5 * abs(stuck.mean())  # its mean moves it less too
 
 
 def test_few_draws_shrink_to_the_current_metric_and_nan_keeps_it():
