@@ -67,7 +67,7 @@ class Metric(NamedTuple):
 
 class MetricStats(NamedTuple):
     """Welford accumulators of the current window's draws of z, and the lag-1 products
-    that give their autocorrelation (the window's effective number of draws)."""
+    that give their autocorrelation (each coordinate's effective number of draws)."""
 
     count: Array
     mean: Array
