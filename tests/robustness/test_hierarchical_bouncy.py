@@ -32,8 +32,17 @@ fell from 119 to 48, the smallest coordinate ESS from 1011 to 215).  So
 their tolerance cells are ``slow_mixing`` (``common.generate_cells``): strict on the sd
 tolerance, and on every mean within the tolerance or 4 Monte Carlo standard errors of NUTS
 (√(MCSE_run² + MCSE_ref²), ArviZ; a miss of 0.26 sd at ESS 12 is about 1 MCSE).  The
-must-warn and no-divergence cells stay as they are, and SBPS and pSBPS are held to the
-tolerance itself.
+must-warn and no-divergence cells stay as they are.
+
+SBPS and pSBPS were held to the tolerance itself until five seeds showed SBPS missing too:
+with each warmup window's metric refinement weighted per coordinate
+(``pplsamplers/infer/metric.py``), at the suite's settings and the suite's seed and seeds 1-4
+(``common.run_cell("sbps", "hierarchical", seed=S)``, 2026-11-27), SBPS read 0.200, 0.162,
+0.201, 0.141 and 0.289 (warned; τ's bulk ESS 42), BPS 0.141, 0.122, 0.149, 0.171, 0.203 and
+σBPS 0.152, 0.131, 0.177, 0.343 (warned, 2.6 MCSE), 0.236; the benchmark at XLA's default
+read SBPS 0.25 and pSBPS 0.198 at the suite's seed (τ's bulk ESS 74 and 76).  Their τ mixes
+as slowly, for the same reason, so all four tolerance cells are ``slow_mixing``: one seed is
+a draw from that spread, and the Monte Carlo bound is what a bias would fail.
 
     .venv/bin/pytest -q tests/robustness/test_hierarchical_bouncy.py -p no:cacheprovider
 """
@@ -56,10 +65,10 @@ pytestmark = pytest.mark.robustness
 
 SLOW_CELLS: dict[tuple[str, str], str] = {
     (name, "hierarchical"): (
-        "τ mixes slowly (radial direction; bulk ESS 12-37 in 2 x 500 draws), so its mean's "
-        "Monte Carlo sd is 0.15-0.3 sd_ref: 1-2 seeds of 5 read 0.26-0.27, every miss warned"
+        "τ mixes slowly (radial direction; bulk ESS 10-93 in 2 x 500 draws), so its mean's "
+        "Monte Carlo sd is 0.1-0.3 sd_ref: 1 seed of 5 read 0.27-0.34, every miss warned"
     )
-    for name in ("bps", "sigmabps")
+    for name in STRAIGHT_FLOW_KERNELS
 }
 
 
