@@ -11,7 +11,7 @@ benchmarks (XLA's default, as users run) can differ a little from the suite's.
 of sampling at -O1, 71 s at -O0), so only the subprocesses that compile many programs and run
 them briefly use it (:func:`subprocess_flags`): the device test's 22 runs on four devices,
 78.5 -> 67.2 s, and the scale-out worker, 54.0 -> 47.8 s (cold caches, alone on 2 cores,
-2026-11-27).  Their checks compare runs made in the same process, at the same level.
+2026-11-27).  Their checks compare runs made at that same level.
 """
 
 from __future__ import annotations
