@@ -53,10 +53,6 @@ def _release_compiled_programs():
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items) -> None:
     """Longest test files first (``tests/durations.py``: the two workers finish together);
     a stable sort, so the tests of a file keep their order."""
-    from tests.durations import file_seconds
+    from tests.durations import file_seconds, relative_file
 
-    def seconds(item: pytest.Item) -> float:
-        path = os.path.relpath(str(item.path), ROOT).replace(os.sep, "/")
-        return -file_seconds(path)
-
-    items.sort(key=seconds)
+    items.sort(key=lambda item: -file_seconds(relative_file(item)))

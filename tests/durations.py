@@ -34,7 +34,9 @@ import statistics
 import sys
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
+from typing import Any
 
+ROOT = Path(__file__).resolve().parents[1]
 DURATIONS = Path(__file__).with_name("durations.json")
 FILE_SECONDS: dict[str, float] = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
 """Summed test time per file (``tests/...py``, seconds, 2 workers on 2 cores)."""
@@ -44,6 +46,11 @@ MEDIAN_SECONDS = statistics.median(FILE_SECONDS.values()) if FILE_SECONDS else 0
 def file_seconds(path: str) -> float:
     """The measured seconds of the test file ``path`` (relative to the repository root)."""
     return FILE_SECONDS.get(path, MEDIAN_SECONDS)
+
+
+def relative_file(item: Any) -> str:
+    """The file of a collected pytest item, as :data:`FILE_SECONDS` names it."""
+    return Path(item.path).resolve().relative_to(ROOT).as_posix()
 
 
 def from_junit(report: str | Path) -> dict[str, float]:

@@ -1,10 +1,15 @@
 """The longest-first order of the test files (``tests/durations.py``, ``conftest.py``)."""
 
-import os
-
 import pytest
 
-from tests.durations import FILE_SECONDS, MEDIAN_SECONDS, file_seconds, from_junit
+from tests.durations import (
+    FILE_SECONDS,
+    MEDIAN_SECONDS,
+    ROOT,
+    file_seconds,
+    from_junit,
+    relative_file,
+)
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest">
@@ -25,17 +30,13 @@ def test_junit_report_gives_seconds_per_file_longest_first(tmp_path):
 
 
 def test_every_measured_file_exists_and_new_files_count_as_the_median():
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    missing = [path for path in FILE_SECONDS if not os.path.exists(os.path.join(root, path))]
+    missing = [path for path in FILE_SECONDS if not (ROOT / path).exists()]
     assert not missing, f"stale entries in tests/durations.json: {missing}"
     assert file_seconds("tests/unit/not_a_test_file.py") == MEDIAN_SECONDS > 0
 
 
 def test_collected_files_run_longest_first(request: pytest.FixtureRequest):
-    root = str(request.config.rootpath)
-    paths = [
-        os.path.relpath(str(item.path), root).replace(os.sep, "/") for item in request.session.items
-    ]
+    paths = [relative_file(item) for item in request.session.items]
     seconds = [file_seconds(path) for path in paths]
     assert seconds == sorted(seconds, reverse=True)
     # a file's tests stay together and in their own order
