@@ -176,7 +176,8 @@ def posterior_scale(
     method
         ``"hessian"``: exact, D Hessian-vector products (:func:`full_hessian`, ⌈D/batch⌉ data
         passes).  ``"fisher"``: diag only, one pass (:func:`fisher_diagonal`).  ``"auto"``:
-        the Hessian for D ≤ ``max_dense_dim``, the Fisher diagonal beyond.
+        the Hessian for D ≤ ``max_dense_dim`` or ``kind="dense"``, the Fisher diagonal
+        beyond.
     rel_floor
         Floor on the curvature, relative to its largest eigenvalue.
     batch_size
@@ -214,7 +215,8 @@ def posterior_scale(
     dim = potential.dim
     small = dim <= max_dense_dim
     kind = ("dense" if small else "diag") if kind == "auto" else kind
-    method = ("hessian" if small else "fisher") if method == "auto" else method
+    if method == "auto":  # the Fisher diagonal only where a diagonal is all that is wanted
+        method = "hessian" if small or kind == "dense" else "fisher"
     if kind == "dense" and method == "fisher":
         raise ValueError("method='fisher' gives a diagonal only; use kind='diag' or 'hessian'.")
     per_pass = potential.N * potential.cost_per_datum

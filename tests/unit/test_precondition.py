@@ -277,6 +277,18 @@ def test_posterior_scale_is_the_inverse_hessian(small, kind):
     assert info["num_evals"] == 4 * pot.N
 
 
+def test_dense_is_the_hessian_above_the_automatic_dense_limit(small):
+    """``precondition="dense"`` on a model above ``max_dense_dim`` (1000 latents by default)
+    asks for the dense Hessian; the automatic method picked the Fisher diagonal there, and
+    the call failed with "method='fisher' gives a diagonal only"."""
+    pot, X, mode = small
+    L, info = posterior_scale(pot, jnp.asarray(mode), "dense", max_dense_dim=2)
+    assert (info["kind"], info["method"]) == ("dense", "hessian")
+    np.testing.assert_allclose(L @ L.T, np.linalg.inv(X.T @ X), rtol=1e-7)
+    _, info = posterior_scale(pot, jnp.asarray(mode), "auto", max_dense_dim=2)
+    assert (info["kind"], info["method"]) == ("diag", "fisher")
+
+
 def test_fisher_diagonal_estimates_the_hessian_diagonal():
     pot, X, y = linear_potential(20_000, 100, seed=5)
     mode = jnp.asarray(np.linalg.solve(X.T @ X, X.T @ y))
