@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pplsamplers.potential import _numpyro
+from pplsamplers.potential import _agreement, _numpyro
 from pplsamplers.potential.view import ModelView
 from pplsamplers.types import Array, PRNGKey
 
@@ -59,8 +59,10 @@ def _permuted(leaf: Any, order: np.ndarray) -> Any:
 
 def _terms_agree(view: ModelView, shuffled: ModelView, order: np.ndarray, key: PRNGKey) -> bool:
     """Whether the shuffled model's terms on rows 0..k-1 equal the original's on the rows
-    they came from, at two init-strategy points (one compiled program, whose answer is a
-    scalar, so that it is on every process when the data are split over processes)."""
+    they came from, at two init-strategy points and the origin where their terms are finite
+    (:func:`~pplsamplers.potential._agreement.check_points`; one compiled program, whose answer
+    is a small array, so that it is on every process when the data are split over
+    processes)."""
     info = view.info
     original = _numpyro.make_terms(view.model, view.model_args, view.model_kwargs, info)
     moved = _numpyro.make_terms(shuffled.model, shuffled.model_args, shuffled.model_kwargs, info)
@@ -70,15 +72,13 @@ def _terms_agree(view: ModelView, shuffled: ModelView, order: np.ndarray, key: P
     @jax.jit
     def agree(params: dict) -> Array:
         pairs = zip(original(params, source), moved(params, jnp.arange(rows)), strict=True)
-        return jnp.all(jnp.stack([_numpyro.terms_match(a, b) for a, b in pairs]))
+        return jnp.stack([_agreement.terms_match(a, b) for a, b in pairs])
 
-    for point_key in jax.random.split(key, 2):
-        params = _numpyro.initial_values(
-            point_key, view.model, view.model_args, view.model_kwargs, info, view.init_strategy
-        )
-        if not bool(agree(params)):
-            return False
-    return True
+    points = _agreement.check_points(
+        jax.random.split(key, 2), view.model, view.model_args, view.model_kwargs, info,
+        view.init_strategy,
+    )  # fmt: skip
+    return _agreement.agree_where_finite(agree, points)
 
 
 def shuffled_view(view: ModelView, rng_key: PRNGKey) -> tuple[ModelView | None, str]:

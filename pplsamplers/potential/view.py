@@ -23,7 +23,7 @@ from numpyro import validation_enabled
 from numpyro.distributions import Unit
 from numpyro.infer import init_to_uniform
 
-from pplsamplers.potential import _numpyro, _tracing
+from pplsamplers.potential import _agreement, _numpyro, _tracing
 from pplsamplers.potential._numpyro import SiteInfo
 from pplsamplers.potential._tracing import _plates_of, as_jax_arguments
 from pplsamplers.types import Array
@@ -164,7 +164,7 @@ def check_plate_indexing(view: ModelView) -> ModelView:
     if info.model_subsample_size is None:
         sliced = view._replace(info=info._replace(slice_rows=True))
         try:
-            fits = _plate_indexing_problem(sliced, count) is None and _numpyro.row_slices_agree(
+            fits = _plate_indexing_problem(sliced, count) is None and _agreement.row_slices_agree(
                 view.model, view.model_args, view.model_kwargs, info, view.init_strategy, count
             )
         except Exception:  # noqa: BLE001 - slicing does not fit this model: the error below

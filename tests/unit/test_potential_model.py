@@ -77,6 +77,30 @@ def test_flat_prior_runs_end_to_end_with_sgld():
     assert bool(jnp.all(jnp.isfinite(mcmc.get_samples()["w"])))
 
 
+def test_invalid_parameters_at_the_random_start_do_not_stop_the_set_up():
+    """NumPyro validates distribution parameters by default: a Weibull survival model whose
+    scale exp(b₀ + b₁ x) underflows to 0 in float32 at NumPyro's random start (x near 50,
+    b ~ U(-2, 2)) raised "Weibull distribution got invalid scale parameter" while the
+    potential read the supports, where NUTS runs (its start is traced, and retried)."""
+
+    def weibull(x, t):
+        b = numpyro.sample("b", dist.ImproperUniform(constraints.real, (), (2,)))
+        k = numpyro.sample("k", dist.Gamma(2.0, 1.0))
+        with numpyro.plate("data", x.shape[0]):
+            numpyro.sample("t", dist.Weibull(jnp.exp(b[0] + b[1] * x), k), obs=t)
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(50, 10, 200)
+    t = np.exp(2.0 + 0.02 * x) * rng.weibull(1.5, 200)
+    with jax.enable_x64(False):
+        args = (jnp.asarray(x, jnp.float32), jnp.asarray(t, jnp.float32))
+        view = inspect(weibull, args, {})
+        scale = jnp.exp(-2.0 + -2.0 * args[0][:1])  # where the random start can land
+        assert float(scale[0]) == 0.0
+        potential = make_potential(view)
+        assert potential.dim == 3
+
+
 def test_model_view_is_one_inspection_used_everywhere():
     view = inspect(flat_model, (X, Y))
     assert isinstance(view, ModelView)

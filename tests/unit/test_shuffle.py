@@ -9,7 +9,7 @@ import pytest
 
 from models import logistic_regression
 from pplsamplers import SBPS
-from pplsamplers.potential import build_potential, inspect, make_potential
+from pplsamplers.potential import _agreement, _numpyro, build_potential, inspect, make_potential
 from pplsamplers.potential.shuffle import shuffled_view
 from pplsamplers.potential.subsampled import with_contiguous_blocks
 
@@ -74,6 +74,62 @@ def test_the_shared_warmup_shuffles_once_and_draws_blocks():
     assert kernel.potential.contiguous
     assert "shuffled once" in kernel.prepared.notes["minibatch_rows"]
     assert kernel.prepared.model_potential.contiguous  # the full-batch base: same rows
+
+
+def raw_poisson(X, y):
+    """A plain plate (``obs=y``) on raw covariates with a flat prior, as users write it."""
+    b = numpyro.sample("b", dist.ImproperUniform(dist.constraints.real, (), (X.shape[1],)))
+    with numpyro.plate("data", X.shape[0]):
+        numpyro.sample("y", dist.Poisson(jnp.exp(X @ b)), obs=y)
+
+
+def test_float32_raw_covariates_whose_random_starts_overflow_are_sliced_and_shuffled():
+    """In float32 exp(X b) overflows at NumPyro's random starts (b ~ U(-2, 2), a covariate
+    near 60), so the per-datum terms that the row-slicing and shuffle checks compare were
+    infinite there: a plain plate was refused ("site 'y' in plate 'data' has 400 values where
+    the plate gave 3 indices") and the rows were not shuffled.  The checks now also look at
+    the unconstrained origin, and only where the full model's terms are finite."""
+    rng = np.random.default_rng(0)
+    X = np.stack([np.ones(400), rng.normal(60, 12, 400), rng.integers(0, 2, 400)], 1)
+    y = rng.poisson(np.exp(X @ np.array([0.5, 0.02, -0.4]))).astype(float)
+    with jax.enable_x64(False):
+        args = (jnp.asarray(X, jnp.float32), jnp.asarray(y, jnp.float32))
+        view = inspect(raw_poisson, args, {})
+        assert view.info.slice_rows
+        start = _numpyro.initial_values(
+            jax.random.PRNGKey(0), raw_poisson, args, {}, view.info, view.init_strategy
+        )
+        assert not np.isfinite(float(make_potential(view).full_value_and_grad(start["b"])[0]))
+        shuffled, note = shuffled_view(view, jax.random.key(0))
+        assert shuffled is not None and "2 arguments with N = 400 rows shuffled" in note
+        kernel = SBPS(raw_poisson, subsample_size=40)
+        kernel.init(jax.random.key(1), 10, None, args, {})
+        assert kernel.potential.contiguous
+
+
+def trend_model_with_overflow(t, y):
+    """``trend_model`` whose terms overflow at random starts (|w| > 0.27), and whose
+    global term, which reads ``t`` in order, vanishes at the origin (w = 0)."""
+    w = numpyro.sample("w", dist.Normal(0.0, 1.0))
+    numpyro.factor("trend", -0.5 * jnp.sum(jnp.arange(t.shape[0]) * t) * w**2 / t.shape[0])
+    with numpyro.plate("data", y.shape[0], subsample_size=20) as idx:
+        numpyro.sample("y", dist.Normal(w, 1.0), obs=y[idx])
+        numpyro.factor("spike", -jnp.exp(1e4 * w**2) + 0.0 * y[idx])
+
+
+def test_the_checks_still_refuse_where_the_random_starts_overflow():
+    """Where only the origin had finite terms the check could not see that ``t`` is not
+    per-datum; the start shrunk 100 times towards it has finite terms and shows it."""
+    t = jnp.linspace(0.0, 1.0, 200)
+    view = inspect(trend_model_with_overflow, (t, jnp.zeros(200)), {})
+    points = _agreement.check_points(
+        jax.random.split(jax.random.key(0), 2), view.model, view.model_args, {}, view.info,
+        view.init_strategy,
+    )  # fmt: skip
+    values = [float(make_potential(view).full_value_and_grad(p["w"][None])[0]) for p in points]
+    assert np.isfinite(values).tolist() == [False, False, True, True, True], values
+    shuffled, note = shuffled_view(view, jax.random.key(0))
+    assert shuffled is None and "not per-datum" in note
 
 
 def test_bad_data_are_named_in_the_users_row_order_before_any_shuffle(monkeypatch):
