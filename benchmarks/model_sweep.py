@@ -50,6 +50,7 @@ the first warning.  ``MISS quiet`` is a silent wrong answer.
     .venv/bin/python benchmarks/model_sweep.py --models plain --samplers sbps auto
     .venv/bin/python benchmarks/model_sweep.py --models hlogistic --samplers sgbd --seed 1 \
         --option step_size=0.3                                   # one knob, another seed
+    .venv/bin/python benchmarks/model_sweep.py --float32         # the runs as users run them
 
 Examples
 --------
@@ -395,16 +396,21 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=SEED, help="PRNG seed of every cell")
     parser.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
                         help="a sampler option, as in benchmarks/robustness.py; repeatable")  # fmt: skip
+    parser.add_argument("--float32", action="store_true",
+                        help="run the cells in float32, the users' default (NUTS in float64)")  # fmt: skip
     args = parser.parse_args()
     options = dict(parse_option(text) for text in args.option)
     data = make_data()
+    with jax.enable_x64(not args.float32):  # the arrays take the precision they are made in
+        run_data = make_data() if args.float32 else data
     misses = silent = 0
     print(f"{'model':10s} {'sampler':10s} {'mean err':>8s} {'sd err':>8s}  wall  verdict")
     for name in args.models:
         model, model_args = data[name]
         ref = nuts_reference(name, model, model_args, args.cache)
         for sampler in args.samplers or sampler_names():
-            line = run_cell(sampler, model, model_args, ref, args.seed, options)
+            with jax.enable_x64(not args.float32):
+                line = run_cell(sampler, model, run_data[name][1], ref, args.seed, options)
             misses += "MISS" in line or "ERROR" in line
             silent += "MISS quiet" in line
             print(f"{name:10s} {sampler:10s} {line}", flush=True)

@@ -55,9 +55,9 @@ def row_slices_agree(
     count: int,
 ) -> bool:
     """Whether the row-sliced model (``info.slice_rows``) gives the full model's per-datum
-    terms on rows 0..count-1 and its global term, at an init-strategy point (one compiled
-    full-data pass each, at :func:`check_points`): an argument with N rows that is not
-    per-datum breaks it."""
+    terms on rows 0..count-1 and its global term, at the :func:`check_points` of one
+    init-strategy start where the full model's are finite (one compiled full-data pass
+    each): an argument with N rows that is not per-datum breaks it."""
     full = make_terms(model, model_args, model_kwargs, info._replace(slice_rows=False))
     rows = make_terms(model, model_args, model_kwargs, info._replace(slice_rows=True))
 

@@ -14,7 +14,9 @@ same fixed key in every process, so a sharded run draws the same minibatches as 
 
 Which arguments are per-datum is not declared in a NumPyro model.  :func:`shuffled_view`
 permutes every array argument with N rows along its first axis, then checks that the
-model's terms agree row for row with the unshuffled model at two points; a model that reads
+model's terms agree row for row with the unshuffled model at two random starts and at the
+first one shrunk towards the origin (those of them where the terms are finite: a raw
+covariate's exp overflows at a random start in float32); a model that reads
 such an array otherwise (a length-N array that is not per-datum, a time index, a transposed
 design) fails the check and keeps random rows.  Only the kernel's potential sees the
 shuffled copy (memory: one more copy of the per-datum arrays); draws, ``log_likelihood`` and
@@ -59,10 +61,10 @@ def _permuted(leaf: Any, order: np.ndarray) -> Any:
 
 def _terms_agree(view: ModelView, shuffled: ModelView, order: np.ndarray, key: PRNGKey) -> bool:
     """Whether the shuffled model's terms on rows 0..k-1 equal the original's on the rows
-    they came from, at two init-strategy points and the origin where their terms are finite
-    (:func:`~pplsamplers.potential._agreement.check_points`; one compiled program, whose answer
-    is a small array, so that it is on every process when the data are split over
-    processes)."""
+    they came from, at two init-strategy starts and the first one shrunk towards the origin,
+    wherever the original terms are finite (:func:`~pplsamplers.potential._agreement.check_points`;
+    one compiled program, whose answer is a small array, so that it is on every process when
+    the data are split over processes)."""
     info = view.info
     original = _numpyro.make_terms(view.model, view.model_args, view.model_kwargs, info)
     moved = _numpyro.make_terms(shuffled.model, shuffled.model_args, shuffled.model_kwargs, info)
