@@ -165,7 +165,10 @@ def _build(potential: SubsampledPotential, config: tuple) -> Callable:
             decrement = jnp.where(exact_metric, jnp.linalg.norm(g_new), newton)
             slack = 64 * jnp.finfo(v.dtype).eps * (1.0 + jnp.abs(v))  # rounding of U
             ok = jnp.isfinite(v_new) & jnp.all(jnp.isfinite(z_new)) & (v_new <= v + slack)
-            stalled = ~ok | (rate == 0)
+            # a step that rounds to zero at a non-zero gradient (float32 at a huge gradient,
+            # where exp overflowed at the start) measures nothing: a stall, not convergence
+            moved = jnp.any(updates != 0) | jnp.all(g == 0)
+            stalled = ~ok | (rate == 0) | ~moved
             z, v, g = (jnp.where(ok, new, old) for new, old in ((z_new, z), (v_new, v), (g_new, g)))
             decrement = jnp.where(stalled, -1.0 - jnp.abs(decrement), decrement)
             return z, state, v, g, it + 1, passes + steps.astype(passes.dtype), decrement

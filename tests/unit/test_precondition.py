@@ -255,6 +255,32 @@ def test_find_map_retries_at_the_origin_where_a_saturated_start_stalls():
     assert abs(float(beta[0]) - robust_ordinal.BETA_TRUE[0]) < 0.02  # the slope on a ~ 100
 
 
+def test_a_step_that_rounds_to_zero_is_a_stall_not_convergence():
+    """A float32 Poisson regression on raw covariates (around 100, a 0/1 flag, their
+    interaction): at NumPyro's random start U ≈ 3e21, the gradient overflows, and L-BFGS's
+    step rounded to zero, which read as a Newton decrement of 0: "converged", so the
+    search was not retried, the curvature there was NaN and every kernel failed.  It is a
+    stall, and the search from the origin finds the mode."""
+
+    def poisson(X, y):
+        b = numpyro.sample("b", dist.ImproperUniform(dist.constraints.real, (), (4,)))
+        with numpyro.plate("data", X.shape[0]):
+            numpyro.sample("y", dist.Poisson(jnp.exp(X @ b)), obs=y)
+
+    X, rng = raw_design(2000)
+    y = rng.poisson(np.exp(X @ np.array([-1.0, 0.015, 0.3, 0.002]))).astype(float)
+    exact = find_map(jax.random.key(0), make_potential(poisson, (X, y), {})).position  # f64
+    with jax.enable_x64(False):
+        args = (jnp.asarray(X, jnp.float32), jnp.asarray(y, jnp.float32))
+        pot = with_batch_size(make_potential(poisson, args, {}), 2000)
+        stalled = find_map(jax.random.key(0), pot, init_position=pot.init_position)
+        assert float(stalled.potential) > 1e20 and not bool(stalled.converged)
+        result = find_map(jax.random.key(0), pot)
+        assert bool(result.converged)
+        np.testing.assert_allclose(result.position, exact, rtol=1e-3, atol=1e-4)
+        assert np.all(np.isfinite(posterior_scale(pot, result.position)[0]))
+
+
 def test_full_value_with_grad_is_one_pass_and_exact(small):
     pot, _, mode = small
     value, grad = jax.value_and_grad(full_value_with_grad(pot))(jnp.asarray(mode) + 0.1)
