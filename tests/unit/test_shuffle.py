@@ -88,7 +88,8 @@ def test_float32_raw_covariates_whose_random_starts_overflow_are_sliced_and_shuf
     near 60), so the per-datum terms that the row-slicing and shuffle checks compare were
     infinite there: a plain plate was refused ("site 'y' in plate 'data' has 400 values where
     the plate gave 3 indices") and the rows were not shuffled.  The checks now also look at
-    the unconstrained origin, and only where the full model's terms are finite."""
+    the start shrunk towards the unconstrained origin, and only where the full model's terms
+    are finite."""
     rng = np.random.default_rng(0)
     X = np.stack([np.ones(400), rng.normal(60, 12, 400), rng.integers(0, 2, 400)], 1)
     y = rng.poisson(np.exp(X @ np.array([0.5, 0.02, -0.4]))).astype(float)
@@ -119,7 +120,7 @@ def trend_model_with_overflow(t, y):
 
 def test_the_checks_still_refuse_where_the_random_starts_overflow():
     """Where only the origin had finite terms the check could not see that ``t`` is not
-    per-datum; the start shrunk 100 times towards it has finite terms and shows it."""
+    per-datum; the start shrunk 10 and 100 times towards it has finite terms and shows it."""
     t = jnp.linspace(0.0, 1.0, 200)
     view = inspect(trend_model_with_overflow, (t, jnp.zeros(200)), {})
     points = _agreement.check_points(
