@@ -89,7 +89,7 @@ def run_job(
     seed: int = 0,
     subsample_size: int | None = None,
     step_size: float | None = None,
-    control_variate: bool = False,
+    control_variate: bool | None = None,
     thinning: int = 1,
     progress_bar: bool = True,
     log_likelihood: bool = False,
@@ -122,13 +122,15 @@ def run_job(
         raise ValueError(f"--num-warmup must be non-negative; got {num_warmup}.")
     if thinning < 1:
         raise ValueError(f"--thinning must be at least 1; got {thinning}.")
-    options = dict(subsample_size=subsample_size, step_size=step_size)
-    if control_variate:
-        options["control_variate"] = True
+    # None leaves the kernel's default (control_variate="auto"); False is --no-control-variate
+    given = dict(
+        subsample_size=subsample_size, step_size=step_size, control_variate=control_variate
+    )
+    options = {k: v for k, v in given.items() if v is not None}
     if sampler == "auto":  # AutoSampler sits above the registry (it chooses among its kernels)
         from pplsamplers.select import AutoSampler
 
-        kernel = AutoSampler(model, **{k: v for k, v in options.items() if v is not None})
+        kernel = AutoSampler(model, **options)
     else:
         kernel = make_kernel(sampler, model, **options)
     if sampler == "auto":  # decide before sampling, and say why
@@ -157,7 +159,9 @@ def run_job(
 
         same = dict(model=name, sampler=sampler, seed=seed, num_warmup=num_warmup,
                     num_chains=num_chains, thinning=thinning, subsample_size=subsample_size,
-                    step_size=step_size, control_variate=control_variate)  # fmt: skip
+                    step_size=step_size, control_variate=bool(control_variate))  # fmt: skip
+        if control_variate is False:  # a key of its own: older checkpoints resume unchanged
+            same["no_control_variate"] = True
         with _StopOnSigterm(checkpoint) as stop:
             run_checkpointed(
                 mcmc,
@@ -297,7 +301,8 @@ def _build_parser() -> argparse.ArgumentParser:
             "--subsample-size",
             type=int,
             default=None,
-            help="minibatch size n (default: the model plate's own, or all data)",
+            help="minibatch size n (default: the model plate's own, else chosen from the "
+            "gradient-noise probe; AutoSampler chooses its own)",
         )
         sub.add_argument(
             "--step-size",
@@ -309,7 +314,8 @@ def _build_parser() -> argparse.ArgumentParser:
             "--control-variate",
             action=argparse.BooleanOptionalAction,
             default=None,
-            help="control-variate gradients anchored at the MAP",
+            help="control-variate gradients anchored at the mode (default: automatic, on when "
+            "the mode probe finds one mode)",
         )
         sub.add_argument(
             "--thinning",
@@ -420,7 +426,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             name=name,
             out_dir=args.out,
             subsample_size=subsample,
-            control_variate=bool(args.control_variate),
+            control_variate=args.control_variate,
             thinning=args.thinning or 1,
             progress_bar=not args.no_progress and sys.stderr.isatty(),
             **{option: getattr(args, option) for option in RUN_OPTIONS},

@@ -38,6 +38,7 @@ def test_demo_with_sgld_control_variate(tmp_path, capsys):
     assert code == 0
     out = capsys.readouterr().out
     assert "ess_bulk" in out and "r_hat" in out and "ESS/epoch" in out
+    assert "control variate: on:" in out  # control_variate="auto" by default
     assert (tmp_path / "demo_trace.png").stat().st_size > 10_000
     idata = az.from_netcdf(tmp_path / "demo.nc")
     assert idata.posterior["w"].shape == (2, 100, 3)
@@ -65,10 +66,12 @@ def test_fit_model_file_with_data_options(tmp_path, capsys):
             "--out",
             str(tmp_path),
             "--no-progress",
+            "--no-control-variate",  # reaches the kernel (it was dropped: "auto" ran instead)
         ]
     )
     assert code == 0
-    assert "theta[0]" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "theta[0]" in out and "control variate: off (control_variate=False)" in out
     assert (tmp_path / "linear_gaussian.nc").exists()
     assert (tmp_path / "linear_gaussian_trace.png").exists()
 
