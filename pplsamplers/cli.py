@@ -122,11 +122,10 @@ def run_job(
         raise ValueError(f"--num-warmup must be non-negative; got {num_warmup}.")
     if thinning < 1:
         raise ValueError(f"--thinning must be at least 1; got {thinning}.")
-    # None leaves the kernel's default (control_variate="auto"); False is --no-control-variate
     given = dict(
         subsample_size=subsample_size, step_size=step_size, control_variate=control_variate
     )
-    options = {k: v for k, v in given.items() if v is not None}
+    options = {k: v for k, v in given.items() if v is not None}  # None: the kernel's default
     if sampler == "auto":  # AutoSampler sits above the registry (it chooses among its kernels)
         from pplsamplers.select import AutoSampler
 
