@@ -43,6 +43,7 @@ from pplsamplers.potential import (
     SubsampledPotential,
     is_concrete,
     mesh_sharded,
+    same_objects,
     whiten,
     with_clipped_gradient,
 )
@@ -267,7 +268,7 @@ class SubsampledKernel(MCMCKernel):
         compiled programs run eagerly, one small program each.
         """
         signature = (model_args, tuple(sorted(model_kwargs.items())))
-        if self.prepared is None or not _same(self._prepared_for, signature):
+        if self.prepared is None or not same_objects(self._prepared_for, signature):
             with jax.ensure_compile_time_eval() if traced else contextlib.nullcontext():
                 self.prepared = prepare(self.options, self.spec, model_args, model_kwargs)
             self._prepared_for = signature
@@ -437,14 +438,6 @@ class SubsampledKernel(MCMCKernel):
             return states
 
         return sample_chains
-
-
-def _same(a: Any, b: Any) -> bool:
-    if a is None:
-        return False
-    leaves_a, tree_a = jax.tree.flatten(a)
-    leaves_b, tree_b = jax.tree.flatten(b)
-    return tree_a == tree_b and all(x is y for x, y in zip(leaves_a, leaves_b, strict=True))
 
 
 __all__ = ["SamplerState", "SubsampledKernel"]

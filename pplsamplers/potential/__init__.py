@@ -3,7 +3,7 @@
 import sys
 
 from pplsamplers.potential._support import edge_error, with_support_checks
-from pplsamplers.potential._tracing import LocalLatentError, as_jax_arguments
+from pplsamplers.potential._tracing import LocalLatentError, as_jax_arguments, same_objects
 from pplsamplers.potential.curvature import (
     fisher_diagonal,
     full_hessian,
@@ -43,6 +43,7 @@ from pplsamplers.potential.view import (
 __all__ = [
     "LocalLatentError",
     "as_jax_arguments",
+    "same_objects",
     "MapResult",
     "all_data_model",
     "SubsampledPotential",

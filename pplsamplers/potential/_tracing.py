@@ -53,6 +53,30 @@ def as_jax_arguments(model_args: Any, model_kwargs: dict | None) -> tuple[tuple,
     return jax.tree.map(convert, (tuple(model_args), dict(model_kwargs or {})))
 
 
+def same_objects(a: Any, b: Any) -> bool:
+    """Whether pytrees ``a`` and ``b`` have one structure and the same leaves: the very same
+    objects (arrays by identity, as the set-up caches key data), or Python scalars and strings
+    of one type that compare equal (``num_groups=300`` typed twice).  ``a is None`` never
+    matches.
+
+    Examples
+    --------
+    >>> x = np.ones(3)
+    >>> same_objects((x, {"k": 1000}), (x, {"k": 10**3})), same_objects((x,), (x.copy(),))
+    (True, False)
+    """
+    if a is None:
+        return False
+    leaves_a, tree_a = jax.tree.flatten(a)
+    leaves_b, tree_b = jax.tree.flatten(b)
+    return tree_a == tree_b and all(map(_same_leaf, leaves_a, leaves_b))
+
+
+def _same_leaf(x: Any, y: Any) -> bool:
+    scalar = isinstance(x, bool | int | float | complex | str) and type(x) is type(y)
+    return x is y or (scalar and x == y)
+
+
 def _trace(
     model: Callable,
     model_args: tuple,

@@ -18,6 +18,7 @@ from pplsamplers.potential import (
     discrete_latent_sites,
     inspect,
     make_potential,
+    same_objects,
 )
 from pplsamplers.registry import SAMPLERS, make_kernel
 from pplsamplers.select.competence import SMALL_N, rank_candidates
@@ -142,11 +143,12 @@ class AutoSampler(MCMCKernel):
         self._delegate: MCMCKernel | None = None
         self._decided_for: Any = None
         self._fields_warned = False
+        self._converted: tuple | None = None  # (the caller's arguments, their JAX arrays)
 
     # --------------------------------------------------------------- deciding
     def decide(self, model_args: tuple, model_kwargs: dict | None = None):
         """Compute (once per data set) and return the :class:`~pplsamplers.select.Decision`."""
-        model_kwargs = dict(model_kwargs or {})
+        model_args, model_kwargs = self._as_jax(model_args, model_kwargs)
         signature = (
             tuple(id(a) for a in model_args),
             tuple(sorted((k, id(v)) for k, v in model_kwargs.items())),
@@ -210,6 +212,17 @@ class AutoSampler(MCMCKernel):
             decision.print_explanation()
         return decision
 
+    def _as_jax(self, model_args: tuple, model_kwargs: dict | None) -> tuple[tuple, dict]:
+        """The arguments with NumPy data as JAX arrays (:func:`as_jax_arguments`: a chosen
+        NUTS indexes them with traced plate indices), converted once per data set.  The set-up
+        is cached by the identity of the data arrays, so a new conversion at each call made
+        the decision, the chosen kernel's ``init`` and its ``postprocess_fn`` (inside NumPyro's
+        sampling trace, where it failed) each compute the shared warmup again."""
+        given = (tuple(model_args), dict(model_kwargs or {}))
+        if not same_objects(self._converted and self._converted[0], given):
+            self._converted = (given, as_jax_arguments(*given))
+        return self._converted[1]
+
     def _shared_setup(self, view: Any, model_args: tuple, model_kwargs: dict) -> ModeStage | None:
         """The shared warmup's mode stage, where a minibatch kernel may be chosen: the features
         read its mode, curvature and mode probe, and the chosen kernel (with the same shared
@@ -253,8 +266,7 @@ class AutoSampler(MCMCKernel):
                 "kernel's diagnostics in sample_stats.",
                 stacklevel=3,
             )
-        # NumPy data as JAX arrays: a chosen NUTS indexes them with traced plate indices
-        model_args, model_kwargs = as_jax_arguments(model_args, model_kwargs)
+        model_args, model_kwargs = self._as_jax(model_args, model_kwargs)
         return self._delegate.init(rng_key, num_warmup, init_params, model_args, model_kwargs)
 
     def full_data_potential(self) -> Any:
@@ -291,11 +303,11 @@ class AutoSampler(MCMCKernel):
         return getattr(self._delegate, "_sample_fn", None) if self._delegate else None
 
     def sample(self, state: Any, model_args: tuple, model_kwargs: dict) -> Any:
-        model_args, model_kwargs = as_jax_arguments(model_args, model_kwargs)
+        model_args, model_kwargs = self._as_jax(model_args, model_kwargs)
         return self._require().sample(state, model_args, model_kwargs)
 
     def postprocess_fn(self, model_args: tuple, model_kwargs: dict) -> Callable:
-        model_args, model_kwargs = as_jax_arguments(model_args, model_kwargs)
+        model_args, model_kwargs = self._as_jax(model_args, model_kwargs)
         return self._require().postprocess_fn(model_args, model_kwargs)
 
     @property

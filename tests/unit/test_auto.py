@@ -61,22 +61,30 @@ def test_pilot_runs_candidates_and_respects_the_guard():
     assert "ESS/epoch" in decision.explain()
 
 
-def test_decision_and_chosen_kernel_share_one_warmup(monkeypatch):
+@pytest.mark.parametrize("as_numpy", [False, True])
+def test_decision_and_chosen_kernel_share_one_warmup(monkeypatch, as_numpy):
     """Above SMALL_N the features read the shared warmup's mode stage, and the chosen kernel's
     own set-up finds it in the cache: the mode, curvature and mode probe are computed once
-    for the decision and the run (issue 15: the decision's cost)."""
+    for the decision and the run (issue 15: the decision's cost).  With NumPy data too:
+    AutoSampler converted them to new JAX arrays at each call, so the run's ``init`` computed
+    the mode stage again, and its ``postprocess_fn`` a third time, inside NumPyro's sampling
+    trace (where float32 data failed: the robustness ordinal model in float32)."""
     import pplsamplers.infer.warmup as warmup
 
     calls = []
     inner = warmup._mode_stage
     monkeypatch.setattr(warmup, "_mode_stage", lambda *a: calls.append(1) or inner(*a))
     (X, y), _ = logistic_regression.load_data(N=6000, d=3, seed=3)
+    if as_numpy:
+        X, y = np.asarray(X), np.asarray(y)
     sampler = AutoSampler(logistic_regression.model)
     decision = sampler.decide((X, y), {})
     assert decision.kernel != "nuts" and len(calls) == 1
     mcmc = MCMC(sampler, num_warmup=20, num_samples=20, progress_bar=False)
     mcmc.run(jax.random.key(0), X, y)
     assert len(calls) == 1  # the run's prepare reused the decision's mode stage
+    if as_numpy:
+        return
     stage = warmup.mode_stage(warmup.SamplerOptions(logistic_regression.model), (X, y), {})
     np.testing.assert_array_equal(decision.features.map_position, stage.mode)
     assert decision.features.mode_count == stage.mode_count == 1
