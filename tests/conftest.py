@@ -10,9 +10,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-# LLVM at -O1: the suite compiles faster (tests/xla_flags.py says how much, and what moves).
-# Subprocesses inherit it (the scale-out and device tests lower it and add their device count).
-from tests.xla_flags import OPTIMIZATION_FLAG  # noqa: E402
+# LLVM at -O1, and most optimisations off in the compile-bound modules (the fixture below):
+# the suite compiles faster (tests/xla_flags.py says how much, and what moves).  Subprocesses
+# inherit both (the scale-out and device tests add their device count).
+from tests.xla_flags import OPTIMIZATION_FLAG, RUNTIME_BOUND, set_compile_bound  # noqa: E402
 
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {OPTIMIZATION_FLAG}".strip()
@@ -48,6 +49,15 @@ def _release_compiled_programs():
     """
     yield
     jax.clear_caches()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _optimization_effort(request: pytest.FixtureRequest):
+    """Most XLA optimisations off while a compile-bound module runs, -O1 in a module marked
+    ``runtime_bound`` (``tests/xla_flags.py``: which, and what each gains)."""
+    set_compile_bound(request.node.get_closest_marker(RUNTIME_BOUND) is None)
+    yield
+    set_compile_bound(False)
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items) -> None:

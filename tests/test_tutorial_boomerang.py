@@ -4,6 +4,9 @@ import pytest
 
 from tests.tutorials import execute_tutorial
 
+# its small BNN samples long enough for -O1 to pay (tests/xla_flags.py): 40 s, 47 s without
+pytestmark = pytest.mark.runtime_bound
+
 
 @pytest.mark.tutorial
 def test_boomerang_bnn_tutorial_runs(monkeypatch):

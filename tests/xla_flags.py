@@ -1,33 +1,53 @@
-"""XLA:CPU flags of the test processes (read by ``conftest.py`` and the subprocess tests).
+"""How hard XLA:CPU optimises the test processes' programs (``conftest.py`` and the
+subprocess tests read this).
 
 The suite is compile-bound (about 40 % of it is XLA:CPU compiling, two thirds of that in
 LLVM), and LLVM at -O1 compiles the suite's programs about 13 % faster than at XLA's default
 -O2 with no slower runs (test_bps + test_sgld: 45 -> 39 s; the runtime-bound hierarchical
-step-size cells: 91 s either way).  Same semantics, no fast-math either way, but the last
-bits of some results move, and with them a chaotic PDMP's path: figures quoted from the
-benchmarks (XLA's default, as users run) can differ a little from the suite's.
+step-size cells: 91 s either way), so every test process starts at -O1
+(:data:`OPTIMIZATION_FLAG`).  Same semantics, no fast-math at any level, but the last bits of
+some results move, and with them a chaotic PDMP's path: figures quoted from the benchmarks
+(XLA's default, as users run) can differ a little from the suite's.
 
--O0 compiles faster still but runs about three times slower (SBPS's hierarchical cell: 23 s
-of sampling at -O1, 71 s at -O0), so only the subprocesses that compile many programs and run
-them briefly use it (:func:`subprocess_flags`): the device test's 22 runs on four devices,
-78.5 -> 67.2 s, and the scale-out worker, 54.0 -> 47.8 s (cold caches, alone on 2 cores,
-2026-11-27).  Their checks compare runs made at that same level.
+Most test modules compile many programs and run each briefly, and for them JAX's
+``jax_disable_most_optimizations`` (LLVM at -O0 without its expensive passes) pays: on one
+process with cold caches, ``tests/unit`` took 603 -> 511 s, ``tests/contract/test_contract.py``
+156 -> 137 s, the linear and logistic robustness files 130 -> 105 s, four of the tutorials
+119 -> 107 s (2026-11-27).  In a whole ``make test`` run the files it applies to summed 3 %
+less time than the day before while the others summed 5 % more (1083 -> 1046 s and
+654 -> 685 s): about 8 % of their time, 4 % of the suite's.  Programs
+that run long lose three times over at -O0 (the hierarchical step-size cells 102 -> 327 s, the
+SBC file 83 -> 147 s), so the modules whose time is spent running carry
+``pytestmark = pytest.mark.runtime_bound`` and keep -O1.  ``conftest.py`` sets the level per
+module (:func:`set_compile_bound`), and exports it to the module's subprocesses (CLI,
+checkpoint, tutorial, device and scale-out runs) through ``JAX_DISABLE_MOST_OPTIMIZATIONS``.
+A check that compares two runs makes them at the same level (one module, one level).
 """
 
 from __future__ import annotations
 
 import os
 
+import jax
+
 OPTIMIZATION_FLAG = "--xla_backend_optimization_level=1"
-"""The suite's level (``conftest.py`` adds it to ``XLA_FLAGS`` unless one is set)."""
-COMPILE_BOUND_FLAG = "--xla_backend_optimization_level=0"
-"""The level of the compile-bound subprocesses."""
+"""The suite's base level (``conftest.py`` adds it to ``XLA_FLAGS`` unless one is set)."""
+RUNTIME_BOUND = "runtime_bound"
+"""The marker of a test module whose time is spent running its programs (kept at -O1)."""
+_ENVIRONMENT = "JAX_DISABLE_MOST_OPTIMIZATIONS"
+
+
+def set_compile_bound(compile_bound: bool) -> None:
+    """Compile this process's next programs, and its subprocesses', with most optimisations
+    off (``compile_bound``) or at the base level."""
+    jax.config.update("jax_disable_most_optimizations", compile_bound)
+    os.environ[_ENVIRONMENT] = "1" if compile_bound else "0"
 
 
 def subprocess_flags(devices: int = 1) -> str:
-    """``XLA_FLAGS`` for a compile-bound subprocess on ``devices`` simulated host devices: the
-    suite's flags at -O0 (a level the user set is kept) plus the device count."""
-    flags = os.environ.get("XLA_FLAGS", "").replace(OPTIMIZATION_FLAG, COMPILE_BOUND_FLAG)
+    """``XLA_FLAGS`` for a subprocess on ``devices`` simulated host devices: the suite's flags
+    plus the device count (the optimisation level comes through the environment)."""
+    flags = os.environ.get("XLA_FLAGS", "")
     if devices > 1:
         flags += f" --xla_force_host_platform_device_count={devices}"
     return flags.strip()

@@ -68,7 +68,7 @@ SCRIPT = textwrap.dedent(
 def parallel_results():
     env = {
         **os.environ,
-        # four host devices, at -O0: 22 short runs, compile-bound (tests/xla_flags.py)
+        # four host devices; 22 short runs, compile-bound: most optimisations off (conftest)
         "XLA_FLAGS": subprocess_flags(devices=4),
         "MPLBACKEND": "Agg",
     }

@@ -25,7 +25,7 @@ from tests.robustness.common import (  # noqa: F401 - collected here, parametriz
     test_no_divergence_or_freeze,
 )
 
-pytestmark = pytest.mark.robustness
+pytestmark = [pytest.mark.robustness, pytest.mark.runtime_bound]
 
 MODEL_NAMES = ["student_t", "ordinal"]
 

@@ -18,7 +18,7 @@ from tests.robustness.common import (  # noqa: F401 - collected here, parametriz
     test_no_divergence_or_freeze,
 )
 
-pytestmark = pytest.mark.robustness
+pytestmark = [pytest.mark.robustness, pytest.mark.runtime_bound]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

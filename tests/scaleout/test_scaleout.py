@@ -26,7 +26,7 @@ TIMEOUT_S = 480  # generous: CI machines are shared; a hang still ends
 def _env(devices: int) -> dict[str, str]:
     env = dict(os.environ)
     env["JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS"] = "1"
-    env["XLA_FLAGS"] = subprocess_flags(devices)  # -O0: short runs, compile-bound
+    env["XLA_FLAGS"] = subprocess_flags(devices)  # short runs: compile-bound (conftest)
     env["JAX_PLATFORMS"] = "cpu"
     return env
 

@@ -38,7 +38,7 @@ from models import linear_gaussian
 from pplsamplers.kernels import hamcmc
 from pplsamplers.potential import make_potential
 
-pytestmark = pytest.mark.statistical
+pytestmark = [pytest.mark.statistical, pytest.mark.runtime_bound]
 
 N, SUBSAMPLE, NOISE_VAR, DAMPING, NUM_CHAINS, BATCH = 1000, 500, 10.0, 1.0, 4, 500
 

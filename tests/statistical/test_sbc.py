@@ -31,7 +31,7 @@ import pytest
 
 from benchmarks import sbc
 
-pytestmark = pytest.mark.statistical
+pytestmark = [pytest.mark.statistical, pytest.mark.runtime_bound]
 
 ALPHA = 0.01 / len(sbc.EXACT)
 """Per sampler (Bonferroni over the five exact samplers); each of the three statistics gets

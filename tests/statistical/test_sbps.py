@@ -21,7 +21,7 @@ from pplsamplers.infer.spec import WarmupWindow
 from pplsamplers.potential import build_potential
 from tests.statistical import QUARTIC_SECOND_MOMENT, quartic_potential
 
-pytestmark = pytest.mark.statistical
+pytestmark = [pytest.mark.statistical, pytest.mark.runtime_bound]
 
 REFERENCE = Path(__file__).resolve().parents[1] / "data" / "logreg_nuts_n1000_d20_ill.json"
 NUM_CHAINS = 4

@@ -19,7 +19,7 @@ from pplsamplers.infer.spec import STEP_SIZE_STEPS_PER_SAMPLE
 from pplsamplers.kernels import sgbd, sgld
 from pplsamplers.potential import build_potential
 
-pytestmark = pytest.mark.statistical
+pytestmark = [pytest.mark.statistical, pytest.mark.runtime_bound]
 
 
 def test_full_batch_sgbd_matches_the_linear_gaussian_posterior():
