@@ -13,9 +13,10 @@ Most test modules compile many programs and run each briefly, and for them JAX's
 ``jax_disable_most_optimizations`` (LLVM at -O0 without its expensive passes) pays: on one
 process with cold caches, ``tests/unit`` took 603 -> 511 s, ``tests/contract/test_contract.py``
 156 -> 137 s, the linear and logistic robustness files 130 -> 105 s, four of the tutorials
-119 -> 107 s (2026-11-27).  In a whole ``make test`` run the files it applies to summed 3 %
-less time than the day before while the others summed 5 % more (1083 -> 1046 s and
-654 -> 685 s): about 8 % of their time, 4 % of the suite's.  Programs
+119 -> 107 s (2026-11-27).  Whole ``make test`` runs on fresh clones with cold caches, the same
+evening on 2 cores: the files it applies to summed 1204 -> 1034 s, the device and scale-out
+files 219 -> 210 s, the ``runtime_bound`` files 711 -> 712 s, and pytest took
+1075 -> 987 s.  Programs
 that run long lose three times over at -O0 (the hierarchical step-size cells 102 -> 327 s, the
 SBC file 83 -> 147 s), so the modules whose time is spent running carry
 ``pytestmark = pytest.mark.runtime_bound`` and keep -O1.  ``conftest.py`` sets the level per
