@@ -16,13 +16,13 @@ process with cold caches, ``tests/unit`` took 603 -> 511 s, ``tests/contract/tes
 119 -> 107 s (2026-11-27).  Whole ``make test`` runs on fresh clones with cold caches, the same
 evening on 2 cores: the files it applies to summed 1204 -> 1034 s, the device and scale-out
 files 219 -> 210 s, the ``runtime_bound`` files 711 -> 712 s, and pytest took
-1075 -> 987 s.  Programs
-that run long lose three times over at -O0 (the hierarchical step-size cells 102 -> 327 s, the
-SBC file 83 -> 147 s), so the modules whose time is spent running carry
-``pytestmark = pytest.mark.runtime_bound`` and keep -O1.  ``conftest.py`` sets the level per
-module (:func:`set_compile_bound`), and exports it to the module's subprocesses (CLI,
-checkpoint, tutorial, device and scale-out runs) through ``JAX_DISABLE_MOST_OPTIMIZATIONS``.
-A check that compares two runs makes them at the same level (one module, one level).
+1075 -> 987 s.  Programs that run long lose three times over at -O0 (the hierarchical
+step-size cells 102 -> 327 s, the SBC file 83 -> 147 s), so the modules whose time is spent
+running carry ``pytestmark = pytest.mark.runtime_bound`` and keep -O1.  ``conftest.py`` sets
+the level per module (:func:`set_compile_bound`) and exports it to the module's subprocesses
+(CLI, checkpoint, tutorial, device and scale-out runs) through
+``JAX_DISABLE_MOST_OPTIMIZATIONS``.  A check that compares two runs makes them at the same
+level (one module, one level).
 """
 
 from __future__ import annotations
