@@ -141,7 +141,6 @@ class AutoSampler(MCMCKernel):
         self._data: tuple | None = None
         self._check_potential: Any = None  # full_data_potential's, built once per decision
         self._delegate: MCMCKernel | None = None
-        self._decided_for: Any = None
         self._fields_warned = False
         self._converted: tuple | None = None  # (the caller's arguments, their JAX arrays)
 
@@ -149,11 +148,7 @@ class AutoSampler(MCMCKernel):
     def decide(self, model_args: tuple, model_kwargs: dict | None = None):
         """Compute (once per data set) and return the :class:`~pplsamplers.select.Decision`."""
         model_args, model_kwargs = self._as_jax(model_args, model_kwargs)
-        signature = (
-            tuple(id(a) for a in model_args),
-            tuple(sorted((k, id(v)) for k, v in model_kwargs.items())),
-        )
-        if self.decision is not None and self._decided_for == signature:
+        if self.decision is not None and same_objects(self._data, (model_args, model_kwargs)):
             return self.decision
         enable_compilation_cache()
         subsample = self.overrides.get("subsample_size")
@@ -205,7 +200,7 @@ class AutoSampler(MCMCKernel):
                 ranking=ranking,
                 strategy="rules",
             )
-        self.decision, self._decided_for = decision, signature
+        self.decision = decision
         self._data, self._check_potential = (model_args, model_kwargs), None
         self._delegate = self._make_delegate(decision)
         if self.verbose:
