@@ -19,7 +19,11 @@ $(STAMP): pyproject.toml
 	if [ ! -x $(PY) ] || ! $(PY) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' >/dev/null 2>&1; then \
 	  echo "creating $(VENV) with $$base ($$($$base --version))"; rm -rf $(VENV); $$base -m venv $(VENV) || exit 1; fi
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[test]"
+	$(PY) -m pip install --quiet --no-compile -e ".[test]"
+	@# pip byte-compiles every file it installs (about 30 s of a 45 s build on 2 cores); instead
+	@# compile what the package and its tests import (about 2500 of 9300 files, 9 s) by
+	@# collecting the tests once with bytecode writing on; anything else compiles on import
+	-env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest --collect-only -q -p no:cacheprovider >/dev/null
 	@touch $(STAMP)
 
 venv: $(STAMP)
