@@ -169,23 +169,26 @@ def test_full_batch_sbps_on_a_quartic_target_is_accurate_and_k_shrinks_its_bias(
     only through the 1 % noise floor, 18 % of the proposals violated it and E[x²] came out
     1.20 instead of 0.676 (78 % too wide).  The band now adds the observed lack of fit
     (regression.excess_error): at the default k = 3 the violations are below 1 % and E[x²]
-    is within 5 % (+ 4 MCSE) of the truth; at k = 1.5 the bias is larger (it shrinks with k,
-    the knob SBPS claims for it)."""
+    is within 5 % (+ 4 MCSE) of the truth.  At k = 0.5 the band is violated more often and
+    E[x²] is further above the truth by more than 3 Monte Carlo standard errors: the bias
+    shrinks with k, the knob SBPS claims for it (measured at seed 41: +19 % against +3 % at
+    -O1, +56 % against +6 % with XLA's optimisations off; k = 1.5 lay within noise of k = 3)."""
     potential = quartic_potential(2)
     starts = 0.5 * jax.random.normal(jax.random.key(7), (NUM_CHAINS, 2))
-    errors = {}
-    for k in (3.0, 1.5):
+    errors, mcses, violations = {}, {}, {}
+    for k in (3.0, 0.5):
         kernel = SBPS(potential=potential, k=k, refresh_rate=0.3, sample_interval=0.5)
         draws, info = run_chains(kernel, potential, jax.random.key(41), 500, 4000, starts)
         squares = draws**2
         mean_square, mcse = float(squares.mean()), float(az.mcse(squares.reshape(NUM_CHAINS, -1)))
         assert float(az.ess(squares.reshape(NUM_CHAINS, -1))) >= 100
-        errors[k] = abs(mean_square / QUARTIC_SECOND_MOMENT - 1.0)
-        if k == 3.0:
-            violations = int(info.bound_violations.sum()) / int(info.num_proposals.sum())
-            assert violations < 0.01, violations
-            assert errors[k] < 0.05 + 4 * mcse / QUARTIC_SECOND_MOMENT, (mean_square, mcse)
-    assert errors[1.5] > errors[3.0], errors
+        errors[k] = mean_square / QUARTIC_SECOND_MOMENT - 1.0  # signed: the bias is upward
+        mcses[k] = mcse / QUARTIC_SECOND_MOMENT
+        violations[k] = int(info.bound_violations.sum()) / int(info.num_proposals.sum())
+    assert violations[3.0] < 0.01, violations
+    assert abs(errors[3.0]) < 0.05 + 4 * mcses[3.0], (errors, mcses)
+    assert violations[0.5] > violations[3.0], violations
+    assert errors[0.5] - errors[3.0] > 3 * np.hypot(mcses[0.5], mcses[3.0]), (errors, mcses)
 
 
 # ------------------------------------------- minibatch: the paper's logistic regression
