@@ -23,12 +23,12 @@ one seed cannot hold them to 0.25: float32 on an AVX-512 machine
 day before, and a pass at -O1, as the suite compiles: the last bits of the arithmetic move the
 path), every miss warned; refreshing at
 6 instead of √10 read BPS 0.334 and σBPS 0.257 at their worst seeds, no better.  Run longer,
-they are right: 2 × 6000 draws read BPS 0.055 (``--draws 6000``); at the issue's run length,
-2 × (1000 + 2000) draws (``--warmup 1000 --draws 2000``, 2026-11-28), the four read 0.065-0.130
-at the seeds where 2 × 500 draws had missed (the suite's, 3 and 4); and the τ error is Monte
-Carlo noise, not a bias.  A randomised bounce (the orthogonal velocity redrawn at each
-reflection, Wu & Robert's generalised BPS) does not help: on a Gaussian the gradient is along
-x, so the redrawn part is orthogonal to x and |x|² still moves only at refreshments (a trial
+they are right: 2 × 6000 draws read BPS 0.055 (``--draws 6000``); at the length of issue
+14's measurements, 2 × (1000 + 2000) draws (``--warmup 1000 --draws 2000``, 2026-11-28), the
+four read 0.065-0.130 at the seeds where 2 × 500 draws had missed (the suite's, 3 and 4); and
+the τ error is Monte Carlo noise, not a bias.  A randomised bounce (the orthogonal velocity
+redrawn at each reflection, Wu & Robert's generalised BPS) does not help: on a Gaussian the
+gradient is along x, so the redrawn part is orthogonal to x and |x|² still moves only at refreshments (a trial
 implementation, not kept: on ``benchmarks/radial_mixing.py``'s D = 300 Gaussian the radial ESS
 fell from 119 to 48, the smallest coordinate ESS from 1011 to 215).  So
 their tolerance cells are ``slow_mixing`` (``common.generate_cells``): strict on the sd
