@@ -28,10 +28,10 @@ they are right: 2 × 6000 draws read BPS 0.055 (``--draws 6000``); at the length
 four read 0.065-0.130 at the seeds where 2 × 500 draws had missed (the suite's, 3 and 4); and
 the τ error is Monte Carlo noise, not a bias.  A randomised bounce (the orthogonal velocity
 redrawn at each reflection, Wu & Robert's generalised BPS) does not help: on a Gaussian the
-gradient is along x, so the redrawn part is orthogonal to x and |x|² still moves only at refreshments (a trial
-implementation, not kept: on ``benchmarks/radial_mixing.py``'s D = 300 Gaussian the radial ESS
-fell from 119 to 48, the smallest coordinate ESS from 1011 to 215).  So
-their tolerance cells are ``slow_mixing`` (``common.generate_cells``): strict on the sd
+gradient is along x, so the redrawn part is orthogonal to x and |x|² still moves only at
+refreshments (a trial implementation, not kept: on ``benchmarks/radial_mixing.py``'s D = 300
+Gaussian the radial ESS fell from 119 to 48, the smallest coordinate ESS from 1011 to 215).
+So their tolerance cells are ``slow_mixing`` (``common.generate_cells``): strict on the sd
 tolerance, and on every mean within the tolerance or 4 Monte Carlo standard errors of NUTS
 (√(MCSE_run² + MCSE_ref²), ArviZ; a miss of 0.26 sd at ESS 12 is about 1 MCSE).  The
 must-warn and no-divergence cells stay as they are.
