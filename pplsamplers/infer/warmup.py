@@ -50,6 +50,7 @@ from pplsamplers.potential import (
     full_data_model,
     inspect,
     is_concrete,
+    leaf_identity,
     make_postprocess,
     make_potential,
     posterior_scale,
@@ -212,12 +213,11 @@ def _cached(stage: str, options: SamplerOptions, args: tuple, kwargs: dict, comp
 
 
 def _cache_key(options: SamplerOptions, model_args: tuple, model_kwargs: dict) -> tuple | None:
-    """Identity of the inputs (the data arrays by object identity) and of the default float
+    """The inputs' identity (:func:`~pplsamplers.potential.leaf_identity`) and the default float
     precision (NumPy data give float32 or float64 set-ups), or ``None``: uncacheable."""
     if not is_concrete(model_args, model_kwargs):
         return None
-    leaves = jax.tree.leaves((model_args, model_kwargs))
-    structure = jax.tree.structure((model_args, model_kwargs))
+    leaves, structure = jax.tree.flatten((model_args, model_kwargs))
     choice, precondition = options.control_variate, options.precondition
     if not isinstance(choice, bool | str | None) or not isinstance(precondition, str | None):
         return None  # arrays: cheap to key by identity, but rare; do not cache
@@ -230,7 +230,7 @@ def _cache_key(options: SamplerOptions, model_args: tuple, model_kwargs: dict) -
         precondition,
         id(options.init_strategy),
         str(structure),
-        tuple(id(leaf) for leaf in leaves),
+        tuple(leaf_identity(leaf) for leaf in leaves),
         jax.dtypes.canonicalize_dtype(float),
     )
 

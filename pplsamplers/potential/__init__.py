@@ -3,7 +3,12 @@
 import sys
 
 from pplsamplers.potential._support import edge_error, with_support_checks
-from pplsamplers.potential._tracing import LocalLatentError, as_jax_arguments, same_objects
+from pplsamplers.potential._tracing import (
+    LocalLatentError,
+    as_jax_arguments,
+    leaf_identity,
+    same_objects,
+)
 from pplsamplers.potential.curvature import (
     fisher_diagonal,
     full_hessian,
@@ -44,6 +49,7 @@ __all__ = [
     "LocalLatentError",
     "as_jax_arguments",
     "same_objects",
+    "leaf_identity",
     "MapResult",
     "all_data_model",
     "SubsampledPotential",

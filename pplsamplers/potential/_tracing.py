@@ -62,19 +62,31 @@ def same_objects(a: Any, b: Any) -> bool:
     Examples
     --------
     >>> x = np.ones(3)
-    >>> same_objects((x, {"k": 1000}), (x, {"k": 10**3})), same_objects((x,), (x.copy(),))
+    >>> same_objects((x, {"k": 1000}), (x, {"k": int("1000")})), same_objects((x,), (x.copy(),))
     (True, False)
     """
     if a is None:
         return False
     leaves_a, tree_a = jax.tree.flatten(a)
     leaves_b, tree_b = jax.tree.flatten(b)
-    return tree_a == tree_b and all(map(_same_leaf, leaves_a, leaves_b))
+    return tree_a == tree_b and all(
+        leaf_identity(x) == leaf_identity(y) for x, y in zip(leaves_a, leaves_b, strict=True)
+    )
 
 
-def _same_leaf(x: Any, y: Any) -> bool:
-    scalar = isinstance(x, bool | int | float | complex | str) and type(x) is type(y)
-    return x is y or (scalar and x == y)
+def leaf_identity(leaf: Any) -> Any:
+    """A hashable stand-in for one argument leaf, the rule of :func:`same_objects` and of the
+    set-up caches' keys: ``(type, value)`` for a Python scalar or string, else ``id(leaf)``
+    (the caller keeps the leaf alive while the key is in use).
+
+    Examples
+    --------
+    >>> leaf_identity(1000) == leaf_identity(int("1000")), leaf_identity(True) == leaf_identity(1)
+    (True, False)
+    """
+    if isinstance(leaf, bool | int | float | complex | str):
+        return (type(leaf), leaf)
+    return id(leaf)
 
 
 def _trace(

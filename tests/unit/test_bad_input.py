@@ -244,6 +244,26 @@ def test_the_same_numpy_data_run_in_the_precision_of_each_run():
     assert len(keys[False]) == len(keys[True]) == 1 and keys[False] != keys[True]
 
 
+def test_the_set_up_cache_and_the_kernels_reuse_test_agree_on_the_same_data():
+    # one rule for both (potential.leaf_identity): data arrays by identity, Python scalars by
+    # type and value, so num_groups=1000 typed twice is the same data set to each of them
+    from pplsamplers.infer.options import SamplerOptions
+    from pplsamplers.infer.warmup import _cache_key
+    from pplsamplers.potential import same_objects
+
+    X, y = (np.asarray(a) for a in _data(500, 2))
+    options = SamplerOptions(_regression, subsample_size=50)
+    pairs = [
+        (((X, y), {"k": 1000}), ((X, y), {"k": int("1000")})),  # equal, distinct scalars: the same
+        (((X, y), {}), ((X.copy(), y), {})),  # an equal copy of an array: not the same
+        (((X, y), {"k": 1}), ((X, y), {"k": True})),  # 1 and True: not the same
+    ]
+    for first, second in pairs:
+        cached = _cache_key(options, *first) == _cache_key(options, *second)
+        assert cached == same_objects(first, second), (first[1], second[1])
+    assert [same_objects(*pair) for pair in pairs] == [True, False, False]
+
+
 def test_numpy_data_work_in_autosampler_where_nuts_itself_refuses_them():
     # X[idx] with a NumPy X and the plate's traced indices: NumPyro's NUTS raises
     # TracerArrayConversionError on this model; AutoSampler (here choosing NUTS: small N)
