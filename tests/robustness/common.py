@@ -59,7 +59,7 @@ NUM_CHAINS = 2
 # tolerance even as a maximum over the 304 coordinates of robust_hierarchical.  The bouncy
 # particles with straight flows (SBPS, pSBPS, BPS, σBPS) fall far below that ESS on that
 # model's group scale τ (bulk ESS 10-93 in 2 × 500 draws), so their tolerance cells there are
-# held to a Monte Carlo bound instead (``slow_mixing``, test_hierarchical_bouncy.py).
+# held to a Monte Carlo bound instead (``slow_mixing``, test_hierarchical.py).
 # ``float32=True``: the cells run in float32, the users' default (``jax.enable_x64(False)``
 # around the run; the rest of the suite is float64).  The hierarchical cells are the suite's
 # longest and their time is spent running, not compiling: float32 cut BPS's from 51 s to
@@ -322,12 +322,9 @@ def cell(sampler: str, model: str) -> Cell:
     return run_cell(sampler, model)
 
 
-STEP_SIZE_KERNELS = ("sgld", "psgld", "csgld", "sgrld", "sgbd", "hamcmc")
-"""The step-size kernels (their hierarchical cells: ``test_hierarchical_step_size.py``)."""
-
 STRAIGHT_FLOW_KERNELS = ("sbps", "psbps", "bps", "sigmabps")
-"""The bouncy particles with straight flows (their hierarchical cells:
-``test_hierarchical_bouncy.py``)."""
+"""The bouncy particles with straight flows (their hierarchical tolerance cells are
+``slow_mixing`` in ``test_hierarchical.py``)."""
 
 
 # ---------------------------------------------------------------- the three tests of a cell
