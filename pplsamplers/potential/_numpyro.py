@@ -173,10 +173,7 @@ def inspect_model(
     determ_in = tuple(
         n for n, s in trace.items() if s["type"] == "deterministic" and n not in determ
     )
-    unconstrained = {
-        n: tuple(biject_to(s["fn"].support).inverse_shape(np.shape(s["value"])))
-        for n, s in latent.items()
-    }
+    unconstrained = {n: tuple(np.shape(s["unconstrained_value"])) for n, s in latent.items()}
     values = {n: s["value"] for n, s in latent.items()}
     one = set_plate(model, data_plate, jnp.arange(min(int(size), 1))) if data_plate else model
     return SiteInfo(
@@ -254,16 +251,16 @@ def make_unconstrain(
     """Constrained latent values -> unconstrained ones, through each site's support bijection.
 
     Supports are read from one trace, so a support that depends on another latent value is
-    taken at the initial trace's value.
+    taken at the initial trace's value.  The trace is abstract (nothing compiled or run)
+    unless a support depends on a value; then it is run eagerly on one datum.
     """
+    fixed = _fixed_plate_model(model, info, jnp.arange(min(info.data_size, 1)))
     with validation_enabled(False):  # an init point may give invalid parameters (float32
         # overflow of exp(raw covariate · coefficient) to 0 or inf); only supports are read
-        trace = _trace(
-            _fixed_plate_model(model, info, jnp.arange(min(info.data_size, 1))),
-            model_args,
-            model_kwargs,
-            init_strategy,
-        )
+        trace = _trace(fixed, model_args, model_kwargs, init_strategy, staged=True, abstract=True)
+        supports = [trace[name]["fn"].support for name in info.latent_names]
+        if any(_support.depends_on_values(support) for support in supports):
+            trace = _trace(fixed, model_args, model_kwargs, init_strategy)
     transforms = {name: biject_to(trace[name]["fn"].support) for name in info.latent_names}
     return lambda values: {name: t.inv(values[name]) for name, t in transforms.items()}
 

@@ -43,6 +43,12 @@ def _constraint_leaves(constraint: Any) -> list[Any]:
     return leaves
 
 
+def depends_on_values(constraint: Any) -> bool:
+    """Whether ``constraint``, read from a staged trace, has a bound computed in the trace (a
+    tracer), such as ``Uniform(0, θ)``'s upper bound ``θ``."""
+    return any(isinstance(leaf, jax.core.Tracer) for leaf in _constraint_leaves(constraint))
+
+
 def edge_sites(
     model: Callable, model_args: tuple, model_kwargs: dict, latent_values: dict[str, Array]
 ) -> tuple[str, ...]:
@@ -60,8 +66,7 @@ def edge_sites(
         )
         for name, site in trace.items():
             if site["type"] == "sample" and site["is_observed"]:
-                leaves = _constraint_leaves(site["fn"].support)
-                if any(isinstance(leaf, jax.core.Tracer) for leaf in leaves):
+                if depends_on_values(site["fn"].support):
                     found.append(name)
         return jnp.zeros(())
 

@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from numpyro import handlers
+from numpyro.distributions.transforms import biject_to
 from numpyro.infer import init_to_uniform
 from numpyro.primitives import Messenger
 
@@ -97,6 +98,7 @@ def _trace(
     seed: int = 0,
     *,
     staged: bool = False,
+    abstract: bool = False,
 ) -> dict:
     """Trace ``model`` with latent values from ``init_strategy`` (never ``fn.sample()``).
 
@@ -105,7 +107,13 @@ def _trace(
     The sites' metadata and shapes are those of the eager trace, and the values of the
     sample sites (latent and observed) are concrete, the program's outputs; every other
     array in the trace (deterministic values, distribution parameters) is abstract: read
-    only its shape.
+    only its shape.  ``abstract=True`` (staged only) traces the same program with
+    ``jax.eval_shape`` instead: nothing is compiled or run, and the sample sites' values are
+    ``jax.ShapeDtypeStruct`` too, for callers that read sites, supports and shapes only (a
+    set-up saved two compiled programs and a pass over the data this way).  A staged trace's
+    continuous latent sites also carry ``"unconstrained_value"``, their value mapped through
+    their support's bijection inside the program: a support bounded by another latent
+    (``Uniform(0, θ)``) holds a tracer, so its bijection cannot be built outside it.
     """
     model_args, model_kwargs = as_jax_arguments(model_args, model_kwargs)
     seeded = handlers.seed(model, rng_seed=seed)
@@ -114,17 +122,24 @@ def _trace(
         return handlers.trace(substituted).get_trace(*model_args, **model_kwargs)
     staged_trace: dict = {}
 
-    def sample_values() -> dict[str, Array]:
+    def sample_values() -> tuple[dict[str, Array], dict[str, Array]]:
         staged_trace.update(handlers.trace(substituted).get_trace(*model_args, **model_kwargs))
-        return {
-            name: site["value"] for name, site in staged_trace.items() if site["type"] == "sample"
+        samples = {n: s for n, s in staged_trace.items() if s["type"] == "sample"}
+        unconstrained = {
+            name: biject_to(site["fn"].support).inv(site["value"])
+            for name, site in samples.items()
+            if not site["is_observed"] and not site["fn"].support.is_discrete
         }
+        return {name: site["value"] for name, site in samples.items()}, unconstrained
 
-    values = jax.jit(sample_values)()
-    return {
+    values, unconstrained = jax.eval_shape(sample_values) if abstract else jax.jit(sample_values)()
+    out = {
         name: {**site, "value": values[name]} if name in values else site
         for name, site in staged_trace.items()
     }
+    for name, value in unconstrained.items():
+        out[name]["unconstrained_value"] = value
+    return out
 
 
 def _is_broadcast_error(error: Exception) -> bool:
@@ -162,10 +177,10 @@ def _plates_of(site: dict) -> list[str]:
 def _trace_or_explain(
     model: Callable, model_args: tuple, model_kwargs: dict, init_strategy: Callable | None
 ) -> dict:
-    """:func:`_trace` (staged), turning a subsample plate used without its indices into a clear
-    error."""
+    """:func:`_trace` (staged and abstract: sites, supports and shapes), turning a subsample
+    plate used without its indices into a clear error."""
     try:
-        return _trace(model, model_args, model_kwargs, init_strategy, staged=True)
+        return _trace(model, model_args, model_kwargs, init_strategy, staged=True, abstract=True)
     except (ValueError, TypeError) as error:
         if not _is_broadcast_error(error):
             raise

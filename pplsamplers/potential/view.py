@@ -184,7 +184,12 @@ def _plate_indexing_problem(
     fixed = _numpyro._fixed_plate_model(view.model, info, jnp.arange(count))
     try:
         trace = _tracing._trace(
-            fixed, view.model_args, view.model_kwargs, view.init_strategy, staged=True
+            fixed,
+            view.model_args,
+            view.model_kwargs,
+            view.init_strategy,
+            staged=True,
+            abstract=True,
         )
     except (ValueError, TypeError) as error:
         if not _tracing._is_broadcast_error(error):

@@ -162,3 +162,37 @@ def test_no_deterministic_warning_for_sites_outside_the_plate():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         inspect(flat_model, (X, Y))
+
+
+def test_a_support_bounded_by_another_latent_is_accepted_and_fixed_ones_are_read_abstractly():
+    """``b ~ Uniform(0, a)`` with ``a`` latent (NUTS accepts it; its set-up raised JAX's
+    UnexpectedTracerError until the unconstrained shapes were computed inside the staged
+    trace).  ``potential.unconstrain`` maps values through supports taken at the start: a
+    support bounded by a latent is read from a concrete trace, fixed ones (real, positive,
+    ordered) from an abstract one, which compiles and runs nothing."""
+
+    def bounded_by_latent(y):
+        a = numpyro.sample("a", dist.LogNormal(1.0, 0.1))
+        b = numpyro.sample("b", dist.Uniform(0.0, a))
+        with numpyro.plate("data", y.shape[0]) as idx:
+            numpyro.sample("y", dist.Normal(b, 1.0), obs=y[idx])
+
+    y = jnp.linspace(-1.0, 1.0, 10)
+    potential = make_potential(bounded_by_latent, (y,))  # a random start: a is traced
+    start = potential.init_position  # the same start's a bounds b
+    np.testing.assert_allclose(potential.unconstrain(potential.constrain(start)), start, rtol=1e-9)
+    a_start = potential.constrain(start)["a"]
+    flat = potential.unconstrain({"a": jnp.asarray(3.0), "b": 0.5 * a_start})
+    expected = jnp.array([jnp.log(3.0), 0.0])  # b at half its interval (0, a at the start)
+    np.testing.assert_allclose(flat, expected, atol=1e-12)
+    mcmc = MCMC(SGLD(bounded_by_latent), num_warmup=50, num_samples=50, progress_bar=False)
+    mcmc.run(jax.random.key(0), y)
+    draws = mcmc.get_samples()
+    assert np.all(np.isfinite(draws["b"])) and np.all((0 < draws["b"]) & (draws["b"] < draws["a"]))
+
+    fixed = make_potential(flat_model, (X, Y))  # real, positive and ordered supports
+    values = {"w": jnp.array([0.5, -1.0]), "s": jnp.asarray(2.0), "c": jnp.array([-1.0, 0.0, 2.0])}
+    flat = fixed.unconstrain(values)
+    ordered = jnp.array([-1.0, 0.0, jnp.log(2.0)])  # first value, then log increments
+    # raveled in the sites' sorted order: c, s, w
+    np.testing.assert_allclose(flat, jnp.r_[ordered, jnp.log(2.0), 0.5, -1.0], rtol=1e-12)
