@@ -245,15 +245,12 @@ class SubsampledKernel(MCMCKernel):
             )
             return self.init_chain(rng_key, init_params, prepared, init_kernel)
         self._sample_fn = sample_chains
-        chains = [
-            self.init_chain(
-                key,
-                None if init_params is None else jax.tree.map(lambda p, i=i: p[i], init_params),
-                prepared,
-                init_kernel,
-            )
-            for i, key in enumerate(rng_key)
-        ]
+        chains: list[SamplerState] = []
+        for i, key in enumerate(rng_key):
+            start = None if init_params is None else jax.tree.map(lambda p, i=i: p[i], init_params)
+            # the zero Info of the first chain serves all: its shapes cost a trace of the step
+            info = chains[0].info if chains else None
+            chains.append(self.init_chain(key, start, prepared, init_kernel, info))
         state = jax.tree.map(lambda *xs: jnp.stack(xs), *chains)
         on_devices = chain_sharding((model_args, model_kwargs), len(chains))  # chains on the mesh
         return state if on_devices is None else jax.device_put(state, on_devices)
@@ -275,12 +272,19 @@ class SubsampledKernel(MCMCKernel):
         return self.prepared
 
     def init_chain(
-        self, rng_key: PRNGKey, init_params: Any, prepared: Prepared, init_kernel: Callable
+        self,
+        rng_key: PRNGKey,
+        init_params: Any,
+        prepared: Prepared,
+        init_kernel: Callable,
+        info: Any = None,
     ) -> SamplerState:
         """The state of one chain: start, kernel state, params and a zero ``Info``.
 
         ``init_kernel(key, position, params)`` is the kernel's ``init`` compiled once for all
         chains (run eagerly, it would evaluate the model one small program per operation).
+        ``info``: another chain's zero ``Info`` to reuse; ``None`` traces the kernel's step
+        abstractly for its shapes.
         """
         start_key, kernel_key, chain_key = jax.random.split(rng_key, 3)
         potential, spec = prepared.potential, self.spec
@@ -288,11 +292,12 @@ class SubsampledKernel(MCMCKernel):
         params = prepared.params
         metric = metrics.Metric(prepared.center, prepared.factor)
         kernel_state = init_kernel(kernel_key, position, params)
-        kernel = spec.build_kernel()
-        shapes = jax.eval_shape(
-            lambda k, s, p: kernel(k, s, potential, p), kernel_key, kernel_state, params
-        )
-        info = _zeros(shapes[1])
+        if info is None:
+            kernel = spec.build_kernel()
+            shapes = jax.eval_shape(
+                lambda k, s, p: kernel(k, s, potential, p), kernel_key, kernel_state, params
+            )
+            info = _zeros(shapes[1])
         return SamplerState(
             z=potential.unravel(spec.position(kernel_state)),
             kernel_state=kernel_state,
