@@ -17,7 +17,10 @@ import numpy as np
 
 
 def min_ess(idata: Any, method: str = "bulk", var_names: list[str] | None = None) -> float:
-    """Smallest ArviZ ESS over every coordinate of the posterior (``method`` = bulk/tail)."""
+    """Smallest ArviZ ESS over every coordinate of the posterior (``method`` = bulk/tail).
+
+    ``idata``: anything ``az.ess`` reads, an ArviZ DataTree or a dict of ``(chain, draw, ...)``
+    arrays such as ``mcmc.get_samples(group_by_chain=True)``."""
     ess = az.ess(idata, method=method, var_names=var_names)
     return float(min(np.min(np.asarray(ess[name])) for name in ess.data_vars))
 
