@@ -257,7 +257,7 @@ def make_unconstrain(
     fixed = _fixed_plate_model(model, info, jnp.arange(min(info.data_size, 1)))
     with validation_enabled(False):  # an init point may give invalid parameters (float32
         # overflow of exp(raw covariate · coefficient) to 0 or inf); only supports are read
-        trace = _trace(fixed, model_args, model_kwargs, init_strategy, staged=True, abstract=True)
+        trace = _trace(fixed, model_args, model_kwargs, init_strategy, abstract=True)
         supports = [trace[name]["fn"].support for name in info.latent_names]
         if any(_support.depends_on_values(support) for support in supports):
             trace = _trace(fixed, model_args, model_kwargs, init_strategy)

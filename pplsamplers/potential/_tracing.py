@@ -107,7 +107,7 @@ def _trace(
     The sites' metadata and shapes are those of the eager trace, and the values of the
     sample sites (latent and observed) are concrete, the program's outputs; every other
     array in the trace (deterministic values, distribution parameters) is abstract: read
-    only its shape.  ``abstract=True`` (staged only) traces the same program with
+    only its shape.  ``abstract=True`` (staged whatever ``staged`` says) traces that program with
     ``jax.eval_shape`` instead: nothing is compiled or run, and the sample sites' values are
     ``jax.ShapeDtypeStruct`` too, for callers that read sites, supports and shapes only (a
     set-up saved two compiled programs and a pass over the data this way).  A staged trace's
@@ -118,7 +118,7 @@ def _trace(
     model_args, model_kwargs = as_jax_arguments(model_args, model_kwargs)
     seeded = handlers.seed(model, rng_seed=seed)
     substituted = handlers.substitute(seeded, substitute_fn=init_strategy or init_to_uniform)
-    if not staged:
+    if not (staged or abstract):
         return handlers.trace(substituted).get_trace(*model_args, **model_kwargs)
     staged_trace: dict = {}
 
@@ -180,7 +180,7 @@ def _trace_or_explain(
     """:func:`_trace` (staged and abstract: sites, supports and shapes), turning a subsample
     plate used without its indices into a clear error."""
     try:
-        return _trace(model, model_args, model_kwargs, init_strategy, staged=True, abstract=True)
+        return _trace(model, model_args, model_kwargs, init_strategy, abstract=True)
     except (ValueError, TypeError) as error:
         if not _is_broadcast_error(error):
             raise

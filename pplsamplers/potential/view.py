@@ -188,7 +188,6 @@ def _plate_indexing_problem(
             view.model_args,
             view.model_kwargs,
             view.init_strategy,
-            staged=True,
             abstract=True,
         )
     except (ValueError, TypeError) as error:
