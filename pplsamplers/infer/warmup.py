@@ -154,12 +154,14 @@ def _warn_unconverged(notes: dict[str, str]) -> None:
 
 def _control_variate(
     choice: Any,
-    whitened: SubsampledPotential,
+    base: SubsampledPotential,
     mode: Array | None,
+    factor: Array,
     notes: dict[str, str],
     minibatch: bool,
 ) -> tuple[Array | None, int | None]:
-    """(anchor in x or ``None``, mode count or ``None``); the mode probe decides ``"auto"``."""
+    """(anchor in x or ``None``, mode count or ``None``); the mode probe decides ``"auto"``,
+    from Laplace draws around ``mode`` in the posterior scale ``factor``."""
     if choice is False or choice is None:
         notes["control_variate"] = "off (control_variate=False)"
         return None, None
@@ -168,18 +170,16 @@ def _control_variate(
         return mode, None
     if not isinstance(choice, str):
         anchor = jnp.asarray(choice)
-        if anchor.shape != (whitened.dim,):
+        if anchor.shape != (base.dim,):
             raise ValueError(
-                f"control_variate anchor must have shape ({whitened.dim},); got {anchor.shape}."
+                f"control_variate anchor must have shape ({base.dim},); got {anchor.shape}."
             )
         notes["control_variate"] = "on: anchored at the given point"
         return anchor, None
     if not minibatch:
         notes["control_variate"] = "off: full batch (exact gradients)"
         return None, None
-    key = jax.random.PRNGKey(PREPARE_SEED + 1)
-    zero = jnp.zeros(whitened.dim, whitened.init_position.dtype)
-    modes = count_modes(key, whitened, zero, jnp.ones_like(zero))
+    modes = count_modes(jax.random.PRNGKey(PREPARE_SEED + 1), base, mode, scale=factor)
     if modes > 1:
         notes["control_variate"] = (
             f"off: the mode probe found {modes} separated modes, and one anchor is valid near "
@@ -336,9 +336,8 @@ def _mode_stage(options: SamplerOptions, model_args: tuple, model_kwargs: dict) 
         )
     if not converged:
         _warn_unconverged(notes)
-    whitened_full = with_preconditioner(base, center, factor)
     minibatch = base.N > 1 and (n is None or n < base.N)
-    anchor, mode_count = _control_variate(choice, whitened_full, mode, notes, minibatch)
+    anchor, mode_count = _control_variate(choice, base, mode, factor, notes, minibatch)
     misfit = None
     if mode is not None and isinstance(precondition, str):  # step 2b's check
         misfit = laplace_check(jax.random.PRNGKey(PREPARE_SEED + 4), base, center, factor)

@@ -117,13 +117,15 @@ def _better(first: MapResult, other: MapResult) -> MapResult:
 
 
 def _build(potential: SubsampledPotential, config: tuple) -> Callable:
-    num_steps, learning_rate, polish_steps, tol = config
+    num_steps, learning_rate = config
     full_value = full_value_with_grad(potential)
     pass_cost = potential.N * potential.cost_per_datum
     adam = optax.adam(optax.cosine_decay_schedule(learning_rate, max(num_steps, 1), alpha=0.01))
     lbfgs = optax.lbfgs()
 
-    def run(key: PRNGKey, x0: Array, scale: Array, exact_metric: Array) -> MapResult:
+    def run(
+        key: PRNGKey, x0: Array, scale: Array, exact_metric: Array, polish_steps: Array, tol: Array
+    ) -> MapResult:
         to_x = _affine(x0, scale)
         value = lambda z: full_value(to_x(z))  # z: x = x0 + L z (L = I without scale)
         z0 = jnp.zeros_like(x0)
@@ -272,13 +274,16 @@ def find_map(
     scale = jnp.asarray(scale, dtype)
     if scale.shape not in ((dim,), (dim, dim)):
         raise ValueError(f"scale must have shape ({dim},) or (D, D); got {scale.shape}.")
-    config = (int(num_steps), float(learning_rate), int(polish_steps), float(tol))
+    # the iteration cap and tolerance are arguments of the program, not part of it: the mode
+    # probe's shorter searches (:func:`~pplsamplers.potential.count_modes`) reuse it
+    config = (int(num_steps), float(learning_rate))
     runner = cached_jit(potential, ("find_map", config), lambda: _build(potential, config))
-    result = runner(rng_key, x0, scale, jnp.asarray(exact_metric))
+    limits = (jnp.asarray(exact_metric), jnp.asarray(polish_steps), jnp.asarray(tol, dtype))
+    result = runner(rng_key, x0, scale, *limits)
     eager = not isinstance(result.converged, jax.core.Tracer)
     if init_position is None and eager and not bool(result.converged):
         # the model's own start stalled: once more from the origin, same compiled program
-        origin = runner(rng_key, jnp.zeros_like(x0), scale, jnp.asarray(exact_metric))
+        origin = runner(rng_key, jnp.zeros_like(x0), scale, *limits)
         result = _better(result, origin)
     return result
 

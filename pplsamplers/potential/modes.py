@@ -9,7 +9,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from pplsamplers.potential.map import find_map
 from pplsamplers.potential.subsampled import SubsampledPotential, build_potential
@@ -26,9 +25,9 @@ MODE_PROBE_DATA = 20_000
 datum weighted N / size, so U stays an unbiased estimate of the full U on the same scale.
 Separated optima (label switching, mixture components) are structural and show on such a
 subset, and the probe's ~10³ data passes no longer grow with N (at N = 10⁶ in float32 the
-probe took 16 s with every datum and 9-11 s with the subset; what is left is compiling the
-vmapped L-BFGS, 3.5-4.3 s when JAX hoists the data out of the program, see
-``pplsamplers/__init__.py``)."""
+probe took 16 s with every datum and 9-11 s with the subset, most of it then compiling a
+vmapped L-BFGS; the fits now run one after another through :func:`find_map`'s program, see
+:func:`count_modes`)."""
 
 
 def on_a_subset(rng_key: PRNGKey, potential: SubsampledPotential, size: int) -> SubsampledPotential:
@@ -59,16 +58,28 @@ def count_modes(
     rng_key: PRNGKey,
     potential: SubsampledPotential,
     x_map: Array,
-    curvature_diagonal: Array,
+    curvature_diagonal: Array | None = None,
     num_starts: int = MODE_STARTS,
     map_steps: int = 100,
     max_data: int = MODE_PROBE_DATA,
+    *,
+    scale: Array | None = None,
 ) -> int:
     """``ModelFeatures.mode_count``: the MAP plus the distinct separated optima reached by
-    ``num_starts`` MAP fits from the model's random initial points (one vmapped fit).
+    ``num_starts`` more MAP fits.
 
-    Two optima are the same when they are within 3 Laplace sds (scaled by
-    ``curvature_diagonal``) of each other; an optimum counts when U rises more than
+    The fits start at the model's random initial points, or with ``scale`` = L (L Lᵀ ≈ the
+    posterior covariance, ``(D,)`` or lower-triangular ``(D, D)``, as the shared warmup
+    estimates it) at Laplace draws x_map + L ε, and then run in L's metric
+    (:func:`find_map`'s ``scale``).  They run one after another by :func:`find_map`'s
+    compiled program, which a search with a scale on the same potential has already
+    compiled (the warmup's polish), and then U on the segments to the MAP by the potential's
+    jitted full-data pass.  (A vmapped fit was a program of its own that compiled about
+    three times slower than one search: the mode stage of a 5-d logistic regression at
+    N = 2000 took 4.3 s from a cold cache, 3.3 s without it.)
+
+    Two optima are the same when they are within 3 Laplace sds of each other (in L's units,
+    else scaled by ``curvature_diagonal``); an optimum counts when U rises more than
     ``MODE_BARRIER`` nats above both ends somewhere on the segment from it to the MAP, and it
     lies within ``MODE_MASS`` nats of the MAP.
 
@@ -87,36 +98,41 @@ def count_modes(
     >>> count_modes(jax.random.key(1), potential, x_map, jax.numpy.full(2, 1.6e4)) > 1
     True
     """
-    if potential.draw_init is None or num_starts < 1:
+    if scale is None and curvature_diagonal is None:
+        raise ValueError("count_modes needs curvature_diagonal or scale.")
+    if num_starts < 1 or (scale is None and potential.draw_init is None):
         return 1
     if potential.N > max_data:
         potential = on_a_subset(jax.random.fold_in(rng_key, 2), potential, max_data)
     init_keys = jax.random.split(jax.random.fold_in(rng_key, 1), num_starts)
-    starts = jnp.stack([potential.draw_init(k) for k in init_keys])  # the model's init strategy
     fit_keys = jax.random.split(rng_key, num_starts)
-    scale = jnp.sqrt(jnp.asarray(curvature_diagonal, x_map.dtype))
-
-    @jax.jit
-    def separated(keys: Array, starts: Array) -> tuple[Array, Array]:
-        optima = jax.vmap(
-            lambda k, x0: find_map(k, potential, x0, num_steps=0, polish_steps=map_steps).position
-        )(keys, starts)
-        # U − U(x_map), summed datum by datum (float32 U is off by ±10 at N = 10⁷)
-        value = lambda x: potential.full_value_difference(x, x_map)
-        u_map = jnp.zeros((), x_map.dtype)
-        fractions = jnp.linspace(0.0, 1.0, 9)[1:-1]
-
-        def barrier(x: Array) -> tuple[Array, Array]:
-            u_opt = value(x)
-            path = lax.map(lambda t: value(x_map + t * (x - x_map)), fractions)
-            rise = jnp.max(path) - jnp.maximum(u_opt, u_map)
-            ok = (rise > MODE_BARRIER) & (u_opt - u_map < MODE_MASS)
-            return jnp.where(jnp.isfinite(rise), ok, False), u_opt
-
-        return optima * scale, jax.vmap(barrier)(optima)[0]
-
-    scaled, is_mode = separated(fit_keys, starts)
-    scaled, is_mode = np.asarray(scaled), np.asarray(is_mode)
+    dtype = jnp.asarray(x_map).dtype
+    center = np.asarray(x_map)
+    if scale is None:
+        starts = [potential.draw_init(k) for k in init_keys]  # the model's init strategy
+        factor = 1.0 / np.sqrt(np.asarray(curvature_diagonal, center.dtype))
+    else:
+        factor = np.asarray(scale, center.dtype)
+        noise = [np.asarray(jax.random.normal(k, center.shape, dtype)) for k in init_keys]
+        starts = [center + (factor @ e if factor.ndim == 2 else factor * e) for e in noise]
+    optima = np.stack(
+        [
+            np.asarray(find_map(k, potential, x0, polish_steps=map_steps, scale=scale).position)
+            for k, x0 in zip(fit_keys, starts, strict=True)
+        ]
+    )
+    # U − U(x_map), summed datum by datum (float32 U is off by ±10 at N = 10⁷), at each
+    # optimum and on the segment from the MAP to it
+    value = lambda x: float(potential.full_value_difference(x, x_map))
+    u_opt = np.array([value(x) for x in optima])
+    path = np.array(
+        [[value(center + t * (x - center)) for t in (np.arange(1, 8) / 8).tolist()] for x in optima]
+    )
+    rise = path.max(axis=1) - np.maximum(u_opt, 0.0)  # U(x_map) − U(x_map) = 0
+    with np.errstate(invalid="ignore"):
+        is_mode = np.isfinite(rise) & (rise > MODE_BARRIER) & (u_opt < MODE_MASS)
+    offsets = (optima - center).T  # in Laplace sds: L⁻¹ (x − x_map)
+    scaled = (np.linalg.solve(factor, offsets) if factor.ndim == 2 else offsets / factor[:, None]).T
     distinct: list[np.ndarray] = []
     for point in scaled[is_mode]:  # at most num_starts points: dedupe by scaled distance
         if all(np.linalg.norm(point - other) > 3.0 for other in distinct):

@@ -83,6 +83,31 @@ def test_mode_probe_on_a_weighted_subset_keeps_u_and_the_modes():
     assert count_modes(jax.random.key(1), pot, x_map, jnp.full(3, 4000.0), max_data=400) == 1
 
 
+def test_mode_probe_in_a_posterior_scale_starts_at_laplace_draws():
+    """With ``scale`` = L the probe starts at x_map + L ε and searches in L's metric (the
+    shared warmup's probe, reusing its L-BFGS program): a double well U = 5 (x² − 1)² per
+    coordinate (modes at ±1, a 5-nat barrier between them) shows a second mode from draws
+    wide enough to cross the barrier, dense L or diagonal, and none from its Laplace scale
+    at one well (sd 0.16), whose starts all fall back into that well."""
+    from pplsamplers.potential import build_potential, find_map
+    from pplsamplers.potential.modes import count_modes
+
+    def terms(x, idx):
+        return 5.0 * jnp.sum((x**2 - 1.0) ** 2), jnp.zeros(idx.shape[0])
+
+    pot = build_potential(terms, dim=2, N=10, n=10, init_position=jnp.ones(2))
+    x_map = find_map(jax.random.key(0), pot).position
+    np.testing.assert_allclose(x_map, [1.0, 1.0], atol=1e-6)
+    wide = jnp.array([[3.0, 0.0], [0.5, 3.0]])
+    assert count_modes(jax.random.key(1), pot, x_map, scale=wide) > 1
+    assert count_modes(jax.random.key(1), pot, x_map, scale=jnp.diagonal(wide)) > 1
+    laplace = jnp.full(2, 1 / np.sqrt(40.0))  # U'' = 40 at ±1
+    assert count_modes(jax.random.key(1), pot, x_map, scale=laplace) == 1
+    assert count_modes(jax.random.key(1), pot, x_map, scale=jnp.diag(laplace)) == 1
+    with pytest.raises(ValueError, match="curvature_diagonal or scale"):
+        count_modes(jax.random.key(1), pot, x_map)
+
+
 def test_correlated_design_is_flagged():
     args, kwargs = linear_gaussian.load_data(N=400, D=6, correlation=0.95)
     f = model_features(linear_gaussian.model, args, kwargs, subsample_size=40)
