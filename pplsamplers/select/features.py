@@ -175,11 +175,17 @@ def _extreme_eigenvalues(matvec: Callable[[Array], Array], dim: int, key: PRNGKe
 def probe_features(
     rng_key: PRNGKey,
     potential: SubsampledPotential,
-    map_steps: int = 300,
+    map_steps: int = 0,
     *,
     setup: ModeStage | None = None,
 ) -> dict[str, float | Array]:
     """The probe features of :class:`ModelFeatures` for a potential (one jit-compiled probe).
+
+    ``map_steps``: minibatch Adam steps before the MAP fit's L-BFGS (:func:`find_map`'s
+    ``num_steps``).  None by default, as in the shared warmup: the mode probe's searches then
+    run the MAP fit's compiled program instead of compiling one of their own (300 steps, the
+    former default, cost a second L-BFGS compile and moved the MAP by less than its
+    tolerance).
 
     With the shared warmup's ``setup`` (:func:`~pplsamplers.infer.warmup.mode_stage`), its
     mode and mode-probe count are used instead of a MAP fit and a second mode probe, and its
