@@ -75,8 +75,9 @@ def count_modes(
     compiled program, which a search with a scale on the same potential has already
     compiled (the warmup's polish), and then U on the segments to the MAP by the potential's
     jitted full-data pass.  (A vmapped fit was a program of its own that compiled about
-    three times slower than one search: the mode stage of a 5-d logistic regression at
-    N = 2000 took 4.3 s from a cold cache, 3.3 s without it.)
+    three times slower than one search: with most XLA optimisations off, as in the tests,
+    the mode stage of a 5-d logistic regression at N = 2000 took 4.3 s from a cold cache with
+    it and takes 2.7 s now.)
 
     Two optima are the same when they are within 3 Laplace sds of each other (in L's units,
     else scaled by ``curvature_diagonal``); an optimum counts when U rises more than

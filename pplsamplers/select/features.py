@@ -182,7 +182,7 @@ def probe_features(
     """The probe features of :class:`ModelFeatures` for a potential (one jit-compiled probe).
 
     ``map_steps``: minibatch Adam steps before the MAP fit's L-BFGS (:func:`find_map`'s
-    ``num_steps``).  None by default, as in the shared warmup: the mode probe's searches then
+    ``num_steps``); 0 by default, as in the shared warmup: the mode probe's searches then
     run the MAP fit's compiled program instead of compiling one of their own (300 steps, the
     former default, cost a second L-BFGS compile and moved the MAP by less than its
     tolerance).
