@@ -107,14 +107,13 @@ def count_modes(
         potential = on_a_subset(jax.random.fold_in(rng_key, 2), potential, max_data)
     init_keys = jax.random.split(jax.random.fold_in(rng_key, 1), num_starts)
     fit_keys = jax.random.split(rng_key, num_starts)
-    dtype = jnp.asarray(x_map).dtype
     center = np.asarray(x_map)
     if scale is None:
         starts = [potential.draw_init(k) for k in init_keys]  # the model's init strategy
         factor = 1.0 / np.sqrt(np.asarray(curvature_diagonal, center.dtype))
     else:
         factor = np.asarray(scale, center.dtype)
-        noise = [np.asarray(jax.random.normal(k, center.shape, dtype)) for k in init_keys]
+        noise = [np.asarray(jax.random.normal(k, center.shape, center.dtype)) for k in init_keys]
         starts = [center + (factor @ e if factor.ndim == 2 else factor * e) for e in noise]
     optima = np.stack(
         [
