@@ -17,9 +17,9 @@ cache at a user cache directory unless the user already chose:
 The directory is ``$PPLSAMPLERS_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/pplsamplers/jax``,
 else ``~/.cache/pplsamplers/jax``, created on first use.  Programs that compile in under
 :data:`MIN_COMPILE_SECONDS` are not written (reading a small entry costs about what compiling
-it does).  If the ``filelock`` package is installed the directory is capped at
-:data:`MAX_CACHE_BYTES` (least recently used entries go first); without it JAX cannot evict
-and the directory grows: delete it at will, it is only a cache.
+it does).  The directory is capped at :data:`MAX_CACHE_BYTES` (the least recently used
+programs go first; ``jax_compilation_cache_max_size`` set by the user wins), and can be
+deleted at will: it is only a cache.
 
 The cache is trusted code: do not point it at a directory others can write to (JAX's
 warning, :func:`jax.experimental.compilation_cache.compilation_cache.set_cache_dir`).
@@ -48,10 +48,9 @@ MIN_COMPILE_SECONDS = 0.2
 """Programs compiling faster than this are not cached (JAX's own default is 1 s, which
 misses most of the set-up's programs; below ~0.1 s a disk read gains nothing)."""
 MAX_CACHE_BYTES = 2**30
-"""Cap on the cache directory when ``filelock`` is installed (JAX needs it to evict)."""
+"""Cap on the cache directory: JAX evicts the least recently used programs beyond it."""
 
 _JAX_DEFAULT_MIN_COMPILE_SECONDS = 1.0
-_state: dict[str, str | None] = {}
 
 
 def _opted_out() -> bool:
@@ -101,23 +100,19 @@ def enable_compilation_cache(path: str | os.PathLike | None = None) -> str | Non
 
     Notes
     -----
-    Idempotent: the decision is taken once per process; later calls return the same answer
-    and change nothing.  Called by the first ``init`` of a pplsamplers sampler; call it
-    yourself (or set a directory with ``jax.config.update("jax_compilation_cache_dir", ...)``)
-    to cache the programs of code that runs before.
+    Idempotent: once a directory is configured (here or by the user) later calls return it
+    and change nothing but the size cap, which applies to the user's own directory too
+    unless they set ``jax_compilation_cache_max_size``.  Called by the first ``init`` of a
+    pplsamplers sampler; call it yourself (or set a directory with
+    ``jax.config.update("jax_compilation_cache_dir", ...)``) to cache the programs of code
+    that runs before.
     """
-    if "dir" in _state:
-        return _state["dir"]
-    _state["dir"] = _decide(path)
-    return _state["dir"]
-
-
-def _decide(path: str | os.PathLike | None) -> str | None:
-    if _opted_out() or not jax.config.jax_enable_compilation_cache:
-        return None
     configured = jax.config.jax_compilation_cache_dir
     if configured:  # the user's choice (config, JAX_COMPILATION_CACHE_DIR, set_cache_dir)
+        _cap_size()
         return str(configured)
+    if _opted_out() or not jax.config.jax_enable_compilation_cache:
+        return None
     directory = Path(path).expanduser() if path is not None else default_cache_dir()
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -125,21 +120,16 @@ def _decide(path: str | os.PathLike | None) -> str | None:
         return None  # a read-only home, say: run without a cache rather than fail
     if jax.config.jax_persistent_cache_min_compile_time_secs == _JAX_DEFAULT_MIN_COMPILE_SECONDS:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
-    if jax.config.jax_compilation_cache_max_size == -1:
-        try:
-            import filelock  # noqa: F401  (JAX needs it to evict)
-        except ImportError:
-            pass
-        else:
-            jax.config.update("jax_compilation_cache_max_size", MAX_CACHE_BYTES)
+    _cap_size()
     jax.config.update("jax_compilation_cache_dir", str(directory))
     _reset_jax_cache_state()
     return str(directory)
 
 
-def _forget() -> None:
-    """Forget the decision (tests only): the next call decides again."""
-    _state.clear()
+def _cap_size() -> None:
+    """:data:`MAX_CACHE_BYTES` unless a cap is already set (JAX's default -1 is none)."""
+    if jax.config.jax_compilation_cache_max_size == -1:
+        jax.config.update("jax_compilation_cache_max_size", MAX_CACHE_BYTES)
 
 
 __all__ = ["DIR_ENV", "OPT_OUT_ENV", "default_cache_dir", "enable_compilation_cache"]

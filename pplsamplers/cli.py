@@ -1,11 +1,11 @@
 """Command line: ``pplsamplers demo`` and ``pplsamplers fit path/to/model.py``.
 
-Both run NumPyro's MCMC driver with a pplsamplers kernel, print the ArviZ summary with
-ESS per second and per epoch, and write a trace plot (PNG) and the ArviZ DataTree (netCDF).
-The pointwise log-likelihood (N values per draw) is written only with ``--log-likelihood``.
-Errors reach the user as one line (``--debug``, before or after the command, shows the
-traceback).  ``fit --checkpoint DIR --checkpoint-every K`` samples in segments of K draws and
-``--resume DIR`` continues from the last complete checkpoint (:mod:`pplsamplers.checkpoint`).
+Both run NumPyro's MCMC driver with a pplsamplers kernel, print the ArviZ summary with ESS
+per second and per epoch, and write a trace plot (PNG) and the ArviZ DataTree (netCDF; the
+pointwise log-likelihood only with ``--log-likelihood``).  Errors reach the user as one line
+(``--debug`` shows the traceback).  ``fit --checkpoint DIR --checkpoint-every K`` samples in
+segments of K draws, ``--resume DIR`` continues the last complete checkpoint
+(:mod:`pplsamplers.checkpoint`).
 """
 
 from __future__ import annotations
@@ -19,12 +19,15 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 DEFAULT_SAMPLER = "auto"
 """The CLI's ``--sampler``: AutoSampler decides and explains."""
 DEMO_N, DEMO_D, DEMO_SUBSAMPLE = 100_000, 20, 1000
-SMALL_DEMO = {"N": 2000, "d": 3, "num_samples": 100, "num_warmup": 100, "num_chains": 2}
+SMALL_DEMO = MappingProxyType(
+    {"N": 2000, "d": 3, "num_samples": 100, "num_warmup": 100, "num_chains": 2}
+)
 """``pplsamplers demo --small``: a run of a few seconds (after compilation) that checks an install."""
 RUN_OPTIONS = "sampler num_warmup num_samples num_chains seed step_size log_likelihood".split()
 """The command-line options that reach :func:`run_job` under their own names, unchanged."""
@@ -98,14 +101,14 @@ def run_job(
     resume: bool = False,
     print_fn: Callable[[str], None] = print,
 ) -> Any:
-    """Run MCMC for ``model``, print the summary, write ``<name>_trace.png`` and ``<name>.nc``.
+    """Run MCMC for ``model``, print the summary, write ``<name>_trace.png`` and ``<name>.nc``,
+    and return the ArviZ DataTree.
 
-    ``log_likelihood=True`` adds the full-data pointwise log-likelihood group (N values per
-    draw, for ``az.loo``); it is left out by default because it dominates the file at large N.
-    ``checkpoint`` (a directory) runs the post-warmup sampling in segments of
-    ``checkpoint_every`` draws and checkpoints after warmup and each segment; ``resume``
-    continues the checkpoint there (see :func:`pplsamplers.checkpoint.run_checkpointed`).
-    Returns the ArviZ DataTree.
+    ``log_likelihood=True`` adds the full-data pointwise log-likelihood group (for ``az.loo``),
+    left out by default because its N values per draw dominate the file at large N.
+    ``checkpoint`` (a directory) samples after warmup in segments of ``checkpoint_every``
+    draws, checkpointing after warmup and each segment; ``resume`` continues the checkpoint
+    there (:func:`pplsamplers.checkpoint.run_checkpointed`).
     """
     import arviz as az
     import jax
@@ -224,11 +227,9 @@ class Stopped(Exception):
 
 
 class _StopOnSigterm:
-    """Note SIGTERM while checkpointing and stop at the next checkpoint (:meth:`check`).
-
-    The handler only sets a flag: raising from it could land inside JAX, which catches errors
-    of its compilation cache, and a segment runs as one XLA call that a handler cannot cut.
-    """
+    """Note SIGTERM while checkpointing and stop at the next checkpoint (:meth:`check`).  The
+    handler only sets a flag: raising from it could land inside JAX, which catches errors of
+    its compilation cache, and a segment runs as one XLA call that a handler cannot cut."""
 
     def __init__(self, directory: str) -> None:
         self.directory, self.previous, self.requested = directory, None, False
@@ -264,11 +265,11 @@ def _file_size(path: Path) -> str:
 
 def _data_size(kernel: Any, model: Callable, model_args: tuple, model_kwargs: dict) -> int | None:
     """N of the data plate (None without one): what one epoch means."""
-    from pplsamplers.potential import discrete_latent_sites, model_info
+    from pplsamplers.model import discrete_latent_sites, model_info
 
-    potential = getattr(kernel, "potential", None)
-    if potential is not None:
-        return potential.N
+    setup = getattr(kernel, "setup", None)
+    if setup is not None:
+        return setup.potential.N
     if discrete_latent_sites(model, model_args, model_kwargs):
         return None
     info = model_info(model, model_args, model_kwargs)

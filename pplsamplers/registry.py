@@ -1,42 +1,33 @@
-"""The one sampler registry: a sampler's name is written here, once (DESIGN §3.3).
+"""The one sampler registry: a sampler's name is written here, once.
 
 The CLI, the selector (:mod:`pplsamplers.select`) and the contract tests read
-:data:`SAMPLERS`.  Adding a sampler is one kernel file, one declaration on the generic adapter
-and one line here (see CONTRIBUTING).  ``AutoSampler`` is not a sampler of its own: it lives in
-:mod:`pplsamplers.select` and delegates to one of these.
+:data:`SAMPLERS`.  A variant (pSGLD, pSBPS, σBPS) is an entry with options on its family's
+class, not a class of its own.  Adding a sampler is one kernel file, one class in
+:mod:`pplsamplers.infer.samplers` and one entry here (see CONTRIBUTING).  ``AutoSampler`` is
+not a sampler of its own: it lives in :mod:`pplsamplers.select` and delegates to one of these.
 
 Examples
 --------
 >>> from pplsamplers.registry import SAMPLERS, make_kernel
->>> SAMPLERS["sbps"].supports_control_variate
-True
->>> from models.logistic_regression import model
->>> type(make_kernel("sgld", model, step_size=1e-3)).__name__
-'SGLD'
+>>> SAMPLERS["psbps"].options
+mappingproxy({'preconditioned': True})
+>>> from pplsamplers.datasets.tiny import normal_mean
+>>> kernel = make_kernel("psgld", normal_mean, step_size=1e-3)
+>>> type(kernel).__name__, kernel.options.preconditioned
+('SGLD', True)
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from numpyro.infer import NUTS, DiscreteHMCGibbs
 from numpyro.infer.mcmc import MCMCKernel
 
-from pplsamplers.infer import (
-    BPS,
-    CSGLD,
-    HAMCMC,
-    PSBPS,
-    PSGLD,
-    SBPS,
-    SGBD,
-    SGLD,
-    SGRLD,
-    Boomerang,
-    SigmaBPS,
-)
-from pplsamplers.potential import all_data_model, with_support_checks
+from pplsamplers.infer import BPS, CSGLD, HAMCMC, SBPS, SGBD, SGLD, SGRLD, Boomerang
+from pplsamplers.model import all_data_model, with_support_checks
 
 
 def full_data_nuts(model: Callable, **options: Any) -> MCMCKernel:
@@ -48,7 +39,7 @@ def full_data_nuts(model: Callable, **options: Any) -> MCMCKernel:
     NumPyro checks only with ``validate_args=True``).
     """
     options = {k: v for k, v in options.items() if v is not None}
-    for name in ("subsample_size", "data_plate", "precondition"):
+    for name in ("subsample_size", "data_plate", "precondition", "setup"):
         options.pop(name, None)
     if "step_size" in options:
         raise ValueError("NUTS adapts its own step size; drop step_size (--step-size).")
@@ -76,6 +67,9 @@ class SamplerSpec(NamedTuple):
     exact
         Whether it targets the exact posterior (up to a controllable bias such as SBPS's k),
         as opposed to a fixed-step discretisation bias (SGLD, SGBD, HAMCMC).
+    options
+        The options that make this entry a variant of ``build`` (pSGLD: SGLD with
+        ``preconditioned=True``).
     minibatch
         Whether it runs on minibatches (NUTS does not).
     selectable
@@ -87,45 +81,156 @@ class SamplerSpec(NamedTuple):
     supports_control_variate: bool
     tuned_params: tuple[str, ...]
     exact: bool
+    options: Mapping[str, Any] = MappingProxyType({})
     minibatch: bool = True
     selectable: bool = True
 
 
+def _variant(**options: Any) -> Mapping[str, Any]:
+    return MappingProxyType(options)
+
+
 _SPECS = (
-    SamplerSpec("nuts", full_data_nuts, False, ("step_size", "mass_matrix"), True, False),
-    SamplerSpec("boomerang", Boomerang, True, ("sample_interval",), True),
-    SamplerSpec("hamcmc", HAMCMC, True, ("step_size",), False),
-    SamplerSpec("psbps", PSBPS, True, ("sample_interval", "refresh_rate", "preconditioner"), True),
-    SamplerSpec("sbps", SBPS, True, ("sample_interval", "refresh_rate"), True),
-    SamplerSpec("sgbd", SGBD, True, ("step_size",), False),
     SamplerSpec(
-        "sigmabps",
-        SigmaBPS,
-        True,
-        ("sample_interval", "t_init", "horizon", "direction_scale"),
-        True,
+        name="nuts",
+        build=full_data_nuts,
+        supports_control_variate=False,
+        tuned_params=("step_size", "mass_matrix"),
+        exact=True,
+        minibatch=False,
     ),
-    SamplerSpec("bps", BPS, True, ("sample_interval", "t_init", "horizon"), True),
-    SamplerSpec("psgld", PSGLD, True, ("inverse_metric",), False),
-    SamplerSpec("sgld", SGLD, True, ("step_size",), False),
-    SamplerSpec("csgld", CSGLD, True, (), False, selectable=False),
-    SamplerSpec("sgrld", SGRLD, True, (), False, selectable=False),
+    SamplerSpec(
+        name="boomerang",
+        build=Boomerang,
+        supports_control_variate=True,
+        tuned_params=("sample_interval",),
+        exact=True,
+    ),
+    SamplerSpec(
+        name="hamcmc",
+        build=HAMCMC,
+        supports_control_variate=True,
+        tuned_params=("step_size",),
+        exact=False,
+    ),
+    SamplerSpec(
+        name="psbps",
+        build=SBPS,
+        supports_control_variate=True,
+        tuned_params=("sample_interval", "refresh_rate", "preconditioner"),
+        exact=True,
+        options=_variant(preconditioned=True),
+    ),
+    SamplerSpec(
+        name="sbps",
+        build=SBPS,
+        supports_control_variate=True,
+        tuned_params=("sample_interval", "refresh_rate"),
+        exact=True,
+    ),
+    SamplerSpec(
+        name="sgbd",
+        build=SGBD,
+        supports_control_variate=True,
+        tuned_params=("step_size",),
+        exact=False,
+    ),
+    SamplerSpec(
+        name="sigmabps",
+        build=BPS,
+        supports_control_variate=True,
+        tuned_params=("sample_interval", "t_init", "horizon", "direction_scale"),
+        exact=True,
+        options=_variant(preconditioned=True),
+    ),
+    SamplerSpec(
+        name="bps",
+        build=BPS,
+        supports_control_variate=True,
+        tuned_params=("sample_interval", "t_init", "horizon"),
+        exact=True,
+    ),
+    SamplerSpec(
+        name="psgld",
+        build=SGLD,
+        supports_control_variate=True,
+        tuned_params=("inverse_metric",),
+        exact=False,
+        options=_variant(preconditioned=True),
+    ),
+    SamplerSpec(
+        name="sgld",
+        build=SGLD,
+        supports_control_variate=True,
+        tuned_params=("step_size",),
+        exact=False,
+    ),
+    SamplerSpec(
+        name="csgld",
+        build=CSGLD,
+        supports_control_variate=True,
+        tuned_params=(),
+        exact=False,
+        selectable=False,
+    ),
+    SamplerSpec(
+        name="sgrld",
+        build=SGRLD,
+        supports_control_variate=True,
+        tuned_params=(),
+        exact=False,
+        selectable=False,
+    ),
 )
 
-SAMPLERS: dict[str, SamplerSpec] = {spec.name: spec for spec in _SPECS}
+SAMPLERS: Mapping[str, SamplerSpec] = MappingProxyType({spec.name: spec for spec in _SPECS})
 """``name -> SamplerSpec``, in the selector's tie-break order (most specialised first)."""
 
 
 def make_kernel(name: str, model: Callable, **options: Any) -> MCMCKernel:
-    """Build the sampler registered as ``name`` for ``model``.
-
-    ``None`` options are dropped (the sampler's default applies); options the sampler does not
-    take are an error.
+    """Build the sampler registered as ``name`` for ``model`` (the variant's options first,
+    then ``options``; ``None`` options are dropped, so the sampler's default applies).  A
+    ``setup=`` computed before for the same data (:func:`pplsamplers.warmup.setup`) is used
+    instead of computing it again.
     """
     spec = SAMPLERS.get(name.lower())
     if spec is None:
         raise ValueError(f"unknown sampler {name!r}; choose one of {', '.join(sorted(SAMPLERS))}.")
-    return spec.build(model, **{k: v for k, v in options.items() if v is not None})
+    given = {k: v for k, v in options.items() if v is not None}
+    return spec.build(model, **{**spec.options, **given})
 
 
-__all__ = ["SAMPLERS", "SamplerSpec", "full_data_nuts", "make_kernel"]
+def _variant_class(name: str, label: str, summary: str) -> Callable[..., MCMCKernel]:
+    """A function that builds the registry's variant ``name``, under its customary ``label``."""
+
+    def build(model: Callable | None = None, **options: Any) -> MCMCKernel:
+        # every option as given (precondition=None means no whitening, not the default)
+        variant = SAMPLERS[name]
+        return variant.build(model, **{**variant.options, **options})
+
+    build.__name__ = build.__qualname__ = label
+
+    spec = SAMPLERS[name]
+    family = spec.build.__name__
+    build.__doc__ = (
+        f"{summary}: :class:`~pplsamplers.{family}` with "
+        + ", ".join(f"``{k}={v!r}``" for k, v in spec.options.items())
+        + f".  Takes every option of :class:`~pplsamplers.{family}`."
+    )
+    return build
+
+
+PSGLD = _variant_class("psgld", "PSGLD", "pSGLD, RMSprop-preconditioned SGLD")
+PSBPS = _variant_class("psbps", "PSBPS", "pSBPS, SBPS with a diagonal RMSprop preconditioner")
+SigmaBPS = _variant_class("sigmabps", "SigmaBPS", "σBPS, BPS moving along diag(σ̂) v")
+
+
+__all__ = [
+    "PSBPS",
+    "PSGLD",
+    "SAMPLERS",
+    "SamplerSpec",
+    "SigmaBPS",
+    "full_data_nuts",
+    "make_kernel",
+]

@@ -1,4 +1,4 @@
-"""One validation style for every sampler option (DESIGN §7).
+"""One validation style for every sampler option.
 
 Each sampler's options are a frozen dataclass whose ``__post_init__`` calls these checks once,
 at construction, before any tracing or compilation; each error names the argument and says

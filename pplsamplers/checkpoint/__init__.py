@@ -1,10 +1,10 @@
-"""Checkpoint and resume a NumPyro ``MCMC`` run with nothing lost (issue 17, part 4).
+"""Checkpoint and resume a NumPyro ``MCMC`` run with nothing lost.
 
 A checkpoint directory holds the draws collected so far, one netCDF file per segment (written
 once, never rewritten), the full sampler state at the end of the last segment (``last_state``:
-for a pplsamplers kernel the :class:`~pplsamplers.SamplerState` with its tuned ``params`` and
-warmup ``adapt_state``, for NUTS the ``HMCState`` with its step size and mass matrix; typed PRNG
-keys are stored as their ``key_data`` and rewrapped) and ``manifest.json``.
+for a pplsamplers kernel its ``State`` (:mod:`pplsamplers.infer.state`) with its tuned
+``params`` and warmup ``adapt_state``, for NUTS the ``HMCState`` with its step size and mass
+matrix; typed PRNG keys are stored as their ``key_data`` and rewrapped) and ``manifest.json``.
 
 Every file is written to a temporary name in the same directory, flushed to disk and moved into
 place with :func:`os.replace`; the manifest, which names each file with its SHA-256, is written
@@ -374,7 +374,7 @@ def _setup_digest(kernel: Any) -> str | None:
     if prepared is None:
         return None
     leaves: list = []
-    encode_tree(jax.device_get((prepared.center, prepared.factor, prepared.params)), leaves)
+    encode_tree(jax.device_get((*prepared.setup.whitening, prepared.params)), leaves)
     return digest(leaves)
 
 

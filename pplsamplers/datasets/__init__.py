@@ -13,6 +13,6 @@ Examples
 """
 
 from pplsamplers.datasets import logistic_regression
-from pplsamplers.datasets.tiny import tiny_potential, tiny_regression
+from pplsamplers.datasets.tiny import tiny_estimator, tiny_regression
 
-__all__ = ["logistic_regression", "tiny_potential", "tiny_regression"]
+__all__ = ["logistic_regression", "tiny_estimator", "tiny_regression"]

@@ -1,10 +1,11 @@
-"""Bayesian logistic regression: the synthetic data of the SBPS paper (§7.1) and breast cancer.
+"""Bayesian logistic regression: the synthetic data of Pakman et al. 2017 (§7.1), breast cancer.
 
 Model: w ~ N(0, prior_scale² I_d), y_i ~ Bernoulli(sigmoid(x_i·w)), with a data plate that
 pplsamplers subsamples.  This is the model of ``pplsamplers demo``.
 
-SBPS paper §7.1 generator: covariates x_ij ~ N(0, 1) (covariate 0 of variance 6 for the
-ill-conditioned design), weights w_true ~ N(0, I); labels y_i ~ Bernoulli(sigmoid(x_i·w_true)).
+Generator of Pakman et al. (2017), §7.1: covariates x_ij ~ N(0, 1) (covariate 0 of variance 6
+for the ill-conditioned design), weights w_true ~ N(0, I); labels y_i ~
+Bernoulli(sigmoid(x_i·w_true)).
 No analytic posterior exists; the tests use a NumPyro NUTS reference (``tests/data/``).
 The synthetic data need only NumPy; ``dataset="breast_cancer"`` needs scikit-learn, the
 ``datasets`` extra (``pip install "pplsamplers[datasets]"``).
@@ -47,7 +48,7 @@ def load_data(
 ) -> tuple[tuple, dict]:
     """Return ``(model_args, model_kwargs)`` for :func:`model`.
 
-    ``dataset="synthetic"`` follows the SBPS paper §7.1: x_ij ~ N(0, 1) (covariate 0 has
+    ``dataset="synthetic"`` follows Pakman et al. (2017), §7.1: x_ij ~ N(0, 1) (covariate 0 has
     variance 6 when ``ill_conditioned``, the paper's pSBPS design), w_true ~ N(0, I_d),
     y_i ~ Bernoulli(sigmoid(x_i·w_true)).  ``dataset="breast_cancer"`` is scikit-learn's
     bundled data set (N = 569, d = 30 standardised covariates plus an intercept column).

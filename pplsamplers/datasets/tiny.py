@@ -1,15 +1,15 @@
 """Tiny ready-made targets for the runnable examples of the docstrings.
 
 :func:`tiny_regression` is a NumPyro model with a data plate and its data (the samplers'
-examples); :func:`tiny_potential` is a hand-written
-:class:`~pplsamplers.potential.SubsampledPotential` (the kernels' examples).
+examples); :func:`tiny_estimator` is a hand-written
+:class:`~pplsamplers.estimator.Estimator` (the kernels' examples).
 
 Examples
 --------
 >>> model, run = tiny_regression()
 >>> model.__name__
 'normal_mean'
->>> tiny_potential(3).dim, tiny_potential(1, N=50, n=10).n
+>>> tiny_estimator(3).dim, tiny_estimator(1, N=50, n=10).n
 (3, 10)
 """
 
@@ -24,7 +24,7 @@ import numpyro.distributions as dist
 from numpyro.infer import MCMC
 from numpyro.infer.mcmc import MCMCKernel
 
-from pplsamplers.potential import SubsampledPotential, build_potential
+from pplsamplers.estimator import Estimator, build_estimator
 from pplsamplers.types import Array
 
 
@@ -70,10 +70,10 @@ def tiny_regression(N: int = 100) -> tuple[Callable[[Array], None], Callable[...
     return normal_mean, run
 
 
-def tiny_potential(
+def tiny_estimator(
     dim: int = 2, N: int | None = None, n: int = 10, center: float = 0.0
-) -> SubsampledPotential:
-    """A Gaussian potential in ``dim`` coordinates, written by hand.
+) -> Estimator:
+    """A Gaussian estimator in ``dim`` coordinates, written by hand.
 
     Parameters
     ----------
@@ -84,21 +84,16 @@ def tiny_potential(
         U(x) = ½‖x‖² + Σ_i ½(y_i − x₀)² with N data y_i evenly spaced on [c − 1, c + 1]: its
         mode is at x₀ = N c / (N + 1), its Hessian diag(N + 1, 1, …, 1).
     n
-        Minibatch size when ``N`` is given.
+        Minibatch size when ``N`` is given (at most N).
     center
         c, the data's mean.
-
-    Returns
-    -------
-    SubsampledPotential
-        The potential, starting at the origin.
     """
     if N is None:
         terms = lambda x, idx: (0.5 * x @ x, jnp.zeros(idx.shape[0]))
-        return build_potential(terms, dim=dim, N=1, n=1, init_position=jnp.zeros(dim))
+        return build_estimator(terms, dim=dim, N=1)
     data = center + jnp.linspace(-1.0, 1.0, N)
     terms = lambda x, idx: (0.5 * x @ x, 0.5 * (data[idx] - x[0]) ** 2)
-    return build_potential(terms, dim=dim, N=N, n=n, init_position=jnp.zeros(dim))
+    return build_estimator(terms, dim=dim, N=N, n=min(n, N))
 
 
-__all__ = ["normal_mean", "tiny_potential", "tiny_regression"]
+__all__ = ["normal_mean", "tiny_estimator", "tiny_regression"]

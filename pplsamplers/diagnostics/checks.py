@@ -1,61 +1,19 @@
-"""End-of-run self-check, so that a wrong run is never silent (DESIGN §8.6, issue 14 item 5).
+"""End-of-run self-check, so that a wrong run is never silent.
 
-:func:`self_check` looks at the draws of a finished run, in flat unconstrained coordinates x:
+:func:`self_check` reads a finished run's draws in flat unconstrained coordinates x: split R-hat
+and bulk ESS (ArviZ; one chain is halved), frozen chains (zero variance, or < 1% of steps
+moved), diverged ones (non-finite draws, or a draw 10³ robust sds from the centre of the
+tightest healthy chain), the counts of non-finite values and rejected steps, and the full-data
+Stein identities on m thinned draws (:mod:`~pplsamplers.diagnostics.stein_identities`: a mean
+error and an sd ratio r per coordinate, and the scale error averaged over the coordinates).
 
-1. **Convergence**: rank-normalised split R-hat and bulk ESS through ArviZ (one chain: halved).
-2. **Frozen / diverged chains**: zero variance or < 1% of steps moved; non-finite draws or
-   a draw 10³ robust sds from the centre of the tightest healthy chain.
-3. **Full-data Stein check** on a thinned subset of m draws, with the exact score
-   s(x) = −∇U(x) (one full-data pass per draw).  For any posterior π with vanishing boundary
-   terms the Stein identities E_π[s] = 0 and E_π[(x − E x) sᵀ] = −I hold.  With S the
-   covariance and x̄ the mean of *all* draws, each thinned draw i contributes
-
-       g_i = S s_i + (x_i − x̄),  mean_err_j = −mean_i(g_ij) / (sd_j r_j),
-       scale_err_j = −mean_i(g_ij (x_ij − x̄_j)) / S_jj,   r_j = √(1 + scale_err_j),
-
-   after removing, per coordinate, the least-squares fit on the control variates
-   z_j = (x_j − x̄_j)/sd_j and z_j² − 1, whose mean over *all* draws is exactly 0.  For exact
-   draws E[g] = 0 and E[g_j (x − x̄)_j] = 0 for any fixed S (the Stein identities).  For a
-   Gaussian posterior N(μ, Σ) and draws with mean μ + δ and covariance c²Σ the check reads
-   mean_err = δ/σ, r = c and scale_err = c² − 1.  S must not contain the checked draw: its
-   own share c cᵀ/N has E[c_j² (c·s)] = −(D + 2) S_jj, which biases scale_err by (D + 2)/N
-   (times the summed squared autocorrelations of correlated draws; +0.3 to +0.5 for exact
-   NUTS and Boomerang draws at D = 304, N = 1000).  So the scale term of draw i uses S₋ᵢ, the
-   covariance without the draws of its chain within 3 autocorrelation times (ArviZ bulk ESS)
-   of it; the mean term keeps S (its own share there has mean 0).  A dense S makes the check
-   sharp for correlated posteriors; a diagonal S (D > 1000, or fewer than 2D draws) is
-   unbiased but noisier.  The MCSEs use the ArviZ ESS of the per-draw terms.
-4. **Counts**: non-finite draws or potentials, and the step ``counts`` (rejected steps).
-
-Thresholds (:class:`Thresholds`) and why
-----------------------------------------
-A coordinate fails when |mean_err| > 0.2 + 3·MCSE or |r − 1| > 0.2 + 3·MCSE_r: inside the
-robustness tolerance (0.25 sd, 0.30), so a run at its edge is flagged once 3·MCSE < 0.05
-(mean) or < 0.1 (sd; MCSE = 0 for a Gaussian posterior), while an exact run with ESS 400
-passes (0.2 is a 4-sd and a 5-sd event).
-
-The run also fails when the scale error *averaged over the D coordinates*, e, is above
-``tol_coherent_shift``·√(2/D) + 3·MCSE (its MCSE from the ArviZ ESS of each draw's average).
-The step-size kernels (SGLD, SGBD, HAMCMC) inflate every variance a little at once, each
-coordinate's within its own tolerance, and a scale parameter coupled to many coordinates
-moves to compensate.  A scale parameter over G coordinates has a relative posterior sd of
-about 1/√(2G), so e ≈ 2(c − 1) moves it by about e·√(G/2) sds; the tolerance lets a scale
-parameter coupled to all D coordinates move by ``tol_coherent_shift`` = 0.2 sd (``tol_mean``),
-whatever the model (:func:`coherent_tolerance`: 0.016 at D = 304, 0.04 at D = 50).  On
-``models/robust_hierarchical.py`` (``τ z_g``, 300 groups) in 2 × (3000 + 5000) draws SGBD and
-cSGLD with exact gradients read e = +0.074 ± 0.007 and +0.056 ± 0.006 (predicted τ shifts
-0.9 and 0.7 sd; observed 0.71 and 0.59 sd from NUTS) and fail; exact NUTS and Boomerang
-draws at 2 × 500 read −0.02 to +0.01 ± 0.008 and pass.  Below ``COHERENT_MIN_DIM`` = 10
-coordinates the average is reported but not checked (the per-coordinate checks decide).
-R-hat > 1.05 and bulk ESS < 100 are flagged too (``tests/unit/test_self_check.py``; docs:
-troubleshooting).
-Cost: m full-data passes (``thin_to``), jitted once per potential, batched over the draws.
-By default m is as many draws as ``STEIN_BUDGET`` = 2·10⁷ datum evaluations allow, at least
-200 (every draw at N ≤ 10⁴ for 2000 draws; 200 at N ≥ 10⁵).  The MCSEs shrink with m: on
-``hlogistic`` of ``benchmarks/model_sweep.py`` (D = 53) SGBD's coherent scale error read
-+0.105 ± 0.035 on 200 of its 1000 draws and +0.112 ± 0.017 on all of them at one seed, which
-flags its 0.33 sd bias on τ (under 1 s of checking at N = 10⁴); at the sweep's own seed it
-reads +0.046 ± 0.012 for a 0.26 sd bias and passes, the one silent miss of that sweep.
+Thresholds (:class:`Thresholds`): a coordinate fails when |mean_err| > 0.2 + 3·MCSE or
+|r − 1| > 0.2 + 3·MCSE_r, inside the robustness tolerance (0.25 sd, 0.30), so a run at its edge
+is flagged once 3·MCSE < 0.05 (mean) or < 0.1 (sd), while an exact run with ESS 400 passes
+(0.2 is a 4-sd and a 5-sd event); the averaged scale error fails above
+:func:`coherent_tolerance` + 3·MCSE from ``COHERENT_MIN_DIM`` coordinates on.  The check costs
+m full-data passes, jitted once per potential and batched over the draws (m:
+:func:`default_thin_to`; the MCSEs shrink with m).
 """
 
 from __future__ import annotations
@@ -63,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import arviz as az
@@ -70,7 +29,7 @@ import numpy as np
 
 from pplsamplers.diagnostics.names import coordinate_names
 from pplsamplers.diagnostics.stein_identities import SteinErrors, stein_errors
-from pplsamplers.potential import SubsampledPotential
+from pplsamplers.estimator import Potential
 from pplsamplers.types import Array, PRNGKey
 
 COHERENT_MIN_DIM = 10
@@ -105,23 +64,23 @@ MIN_STEIN_DRAWS = 200
 def default_thin_to(num_data: int) -> int:
     """The Stein check's draws by default: ``STEIN_BUDGET`` / N, at least ``MIN_STEIN_DRAWS``.
 
-    Examples
-    --------
     >>> default_thin_to(10_000), default_thin_to(1_000_000)
     (2000, 200)
     """
     return max(MIN_STEIN_DRAWS, STEIN_BUDGET // max(int(num_data), 1))
 
 
-_FIXES = {
-    "stein": ("more warmup", "a smaller step"),
-    "rhat": ("more warmup and draws",),
-    "ess": ("more warmup and draws",),
-    "frozen": ("a smaller step",),
-    "diverged": ("a smaller step",),
-    "nonfinite": ("a smaller step", "checking the data and the model's support"),
-    "counts": ("a smaller step", "checking the data and the model's support"),
-}
+_FIXES = MappingProxyType(
+    {
+        "stein": ("more warmup", "a smaller step"),
+        "rhat": ("more warmup and draws",),
+        "ess": ("more warmup and draws",),
+        "frozen": ("a smaller step",),
+        "diverged": ("a smaller step",),
+        "nonfinite": ("a smaller step", "checking the data and the model's support"),
+        "counts": ("a smaller step", "checking the data and the model's support"),
+    }
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -219,10 +178,13 @@ class SelfCheck:
 
 
 def coherent_tolerance(dim: int, thresholds: Thresholds = Thresholds()) -> float:
-    """The largest |scale error averaged over ``dim`` coordinates| that passes before its
-    MCSE term: ``tol_coherent_shift · √(2 / dim)``, the average at which a scale parameter
-    coupled to all the coordinates moves by ``tol_coherent_shift`` posterior sds (module
-    docstring).
+    """``tol_coherent_shift · √(2 / dim)``: the largest |scale error averaged over ``dim``
+    coordinates| e that passes before its MCSE term.  The step-size kernels (SGLD, SGBD,
+    HAMCMC) inflate every variance a little at once, each coordinate within its own tolerance,
+    and a scale parameter coupled to many coordinates moves to compensate: over G coordinates
+    its relative posterior sd is about 1/√(2G), so e ≈ 2(c − 1) moves it by about e·√(G/2)
+    sds.  The tolerance lets one coupled to all ``dim`` coordinates move by
+    ``tol_coherent_shift`` sds, whatever the model.
 
     >>> round(coherent_tolerance(304), 4), round(coherent_tolerance(50), 3)
     (0.0162, 0.04)
@@ -282,7 +244,7 @@ def _chain_list(label: str, chains: np.ndarray) -> str:
 
 def self_check(
     draws: Array,
-    potential: SubsampledPotential | None,
+    potential: Potential | None,
     *,
     counts: dict[str, Any] | None = None,
     thin_to: int | None = None,
@@ -291,26 +253,28 @@ def self_check(
     thresholds: Thresholds = Thresholds(),
     whiten: str = "auto",
     alternatives: tuple[str, ...] = ("another sampler", "AutoSampler"),
+    scores: Array | None = None,
 ) -> SelfCheck:
     """Check a finished run: convergence, frozen/diverged chains, full-data Stein identities.
 
     Parameters
     ----------
     draws : (chains, draws, D) flat unconstrained positions x after warmup (2-D: one chain).
-    potential : the model's potential in x; ``full_value_and_grad`` gives the exact scores.
-        ``None`` where no full-data potential applies (a hard edge at the data, per-datum
-        latents): the Stein checks are skipped, ``names`` is required, and ``draws`` may be
-        in any coordinates (convergence and chain health only).
+    potential : the model's potential in x, whose full-data pass gives the exact scores;
+        ``None`` where none applies (a hard edge at the data, per-datum latents): the Stein
+        checks are skipped, ``names`` is required, and ``draws`` may be in any coordinates.
     counts : per-chain step counts after warmup (``{"rejected": (chains,)}``); any > 0 fails.
     thin_to : draws for the Stein check (one full-data pass each), spread over the chains;
         ``None``: :func:`default_thin_to` of the potential's N.
     rng_key : optional key for a random offset of the thinning grid.
     names : coordinate names for messages (default ``"w[3]"`` from ``potential.unravel``).
     thresholds : :class:`Thresholds` (justified in the module docstring).
-    whiten : ``"auto"`` (dense S for D ≤ 1000 with ≥ 2D draws, else diagonal), ``"dense"``,
-        ``"diag"``.
+    whiten : ``"dense"``, ``"diag"`` or ``"auto"`` (dense S for D ≤ 1000 with ≥ 2D draws).
     alternatives : the last fixes a failed check suggests (AutoSampler's own run names the
         sampler it chose instead of suggesting AutoSampler).
+    scores : unbiased estimates of s = −∇U at every draw (same shape as ``draws``), for a check
+        on the draws a run kept with their minibatch scores (:mod:`pplsamplers.infer.monitor`):
+        every draw is checked and ``potential`` is not read.
 
     Returns
     -------
@@ -319,9 +283,9 @@ def self_check(
     Examples
     --------
     >>> import jax, jax.numpy as jnp
-    >>> from pplsamplers.potential import build_potential
+    >>> from pplsamplers.estimator import build_potential
     >>> terms = lambda x, idx: (0.0, 0.5 * jnp.sum((x[None, :] - 1.0) ** 2, -1) * jnp.ones(idx.shape))
-    >>> pot = build_potential(terms, dim=2, N=4, n=4, init_position=jnp.zeros(2))
+    >>> pot = build_potential(terms, dim=2, N=4)
     >>> x = 1.0 + 0.5 * jax.random.normal(jax.random.key(0), (2, 1000, 2))  # N(1, I/4)
     >>> self_check(x, pot).passed
     True
@@ -344,7 +308,10 @@ def self_check(
     nan = np.full(dim, np.nan)
     rhat, ess = _convergence(draws[usable]) if np.any(usable) else (nan, nan)
     stein, how, stein_bad = None, "skipped: no finite, non-diverged chain", 0
-    if potential is None:
+    if scores is not None and np.any(usable):
+        given = np.asarray(scores, dtype=float).reshape(draws.shape)[usable]
+        stein, how, stein_bad = stein_errors(draws[usable], None, 0, None, whiten, given)
+    elif potential is None:
         how = "skipped: no full-data potential for this model"
     elif np.any(usable):
         thin_to = default_thin_to(potential.N) if thin_to is None else thin_to

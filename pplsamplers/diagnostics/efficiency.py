@@ -1,4 +1,4 @@
-"""Efficiency and accuracy metrics used everywhere (DESIGN §4), on top of ArviZ.
+"""Efficiency and accuracy metrics used everywhere, on top of ArviZ.
 
 * ESS (bulk/tail) and R-hat come from ArviZ; this module only aggregates them.
 * One *epoch* is N per-datum likelihood evaluations; ``data_evals`` in ``sample_stats``

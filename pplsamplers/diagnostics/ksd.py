@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from pplsamplers.potential import SubsampledPotential
+from pplsamplers.estimator import Estimator
 from pplsamplers.types import Array
 
 
@@ -183,9 +183,9 @@ def stein_u_statistic(
     return SteinStatistic(jnp.mean(row_means), jnp.sqrt(variance))
 
 
-def full_data_scores(potential: SubsampledPotential, positions: Array) -> Array:
+def full_data_scores(estimator: Estimator, positions: Array) -> Array:
     """Exact scores ∇log p = −∇U at each row of ``positions`` (one full data pass each)."""
-    return -lax.map(lambda x: potential.full_value_and_grad(x)[1], positions)
+    return -lax.map(lambda x: estimator.full_value_and_grad(x)[1], positions)
 
 
 __all__ = ["SteinStatistic", "full_data_scores", "kernel_stein_discrepancy", "stein_u_statistic"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from pplsamplers.potential import SubsampledPotential
+from pplsamplers.estimator import Potential
 
 
 def site_names(shapes: dict[str, tuple[int, ...]]) -> list[str]:
@@ -20,7 +20,7 @@ def site_names(shapes: dict[str, tuple[int, ...]]) -> list[str]:
     return names
 
 
-def coordinate_names(potential: SubsampledPotential) -> list[str]:
+def coordinate_names(potential: Potential) -> list[str]:
     """Names like ``"w[3]"`` for the D flat coordinates (ravel order of ``unravel``)."""
     try:
         out = jax.eval_shape(potential.unravel, potential.init_position)

@@ -16,7 +16,7 @@ from pplsamplers.diagnostics.names import site_names
 def _kernel_of(sampler: Any) -> Any:
     """The pplsamplers kernel behind ``sampler`` (AutoSampler's delegate), or ``None``."""
     inner = getattr(sampler, "delegate", None) or sampler
-    return inner if getattr(inner, "prepared", None) is not None else None
+    return inner if getattr(inner, "setup", None) is not None else None
 
 
 def check_run(mcmc: Any, *, warn_user: bool = True, thin_to: int | None = None) -> SelfCheck | None:
@@ -40,7 +40,7 @@ def check_run(mcmc: Any, *, warn_user: bool = True, thin_to: int | None = None) 
     """
     kernel = _kernel_of(mcmc.sampler)
     full_data = getattr(mcmc.sampler, "full_data_potential", None)  # AutoSampler -> NUTS
-    potential = kernel.prepared.model_potential if kernel is not None else full_data and full_data()
+    potential = kernel.setup.potential if kernel is not None else full_data and full_data()
     if potential is None and full_data is None:
         return None
     samples = mcmc.get_samples(group_by_chain=True)
@@ -93,7 +93,7 @@ def to_arviz(mcmc: Any, *, check: bool = True, **kwargs: Any) -> Any:
     idata.attrs["pplsamplers_kernel"] = type(sampler).__name__
     kernel = _kernel_of(sampler)
     if kernel is not None:
-        idata.attrs.update({f"pplsamplers_{k}": v for k, v in kernel.prepared.notes.items()})
+        idata.attrs.update({f"pplsamplers_{k}": v for k, v in kernel.setup.notes.items()})
     result = check_run(mcmc) if check else None
     if result is not None:
         idata.attrs.update(result.to_attrs())

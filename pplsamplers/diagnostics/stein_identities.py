@@ -1,18 +1,34 @@
 """The full-data Stein identities read on thinned draws: the engine of the self-check's
-Stein check (:mod:`pplsamplers.diagnostics.checks`, whose module docstring derives the
-estimates and justifies the thresholds).
+Stein check (:mod:`pplsamplers.diagnostics.checks`, whose module docstring justifies the
+thresholds).
 
 For a target π whose boundary terms vanish, E_π[s] = 0 and E_π[(x − E x) sᵀ] = −I with
 s = −∇U the exact (full-data) score.  :func:`stein_errors` turns both into a mean error and
 a scale error per coordinate, in posterior sds, plus the scale error averaged over the
-coordinates, each with its MCSE.
+coordinates, each with its MCSE.  With S the covariance and x̄ the mean of *all* draws, each
+thinned draw i contributes
+
+    g_i = S s_i + (x_i − x̄),  mean_err_j = −mean_i(g_ij) / (sd_j r_j),
+    scale_err_j = −mean_i(g_ij (x_ij − x̄_j)) / S_jj,   r_j = √(1 + scale_err_j),
+
+after removing, per coordinate, the least-squares fit on the control variates
+z_j = (x_j − x̄_j)/sd_j and z_j² − 1, whose mean over *all* draws is exactly 0.  For exact
+draws E[g] = 0 and E[g_j (x − x̄)_j] = 0 for any fixed S (the Stein identities).  For a
+Gaussian posterior N(μ, Σ) and draws with mean μ + δ and covariance c²Σ the check reads
+mean_err = δ/σ, r = c and scale_err = c² − 1.  S must not contain the checked draw: its own
+share c cᵀ/N has E[c_j² (c·s)] = −(D + 2) S_jj, which biases scale_err by (D + 2)/N (times
+the summed squared autocorrelations of correlated draws).  So the scale term of draw i uses
+S₋ᵢ, the covariance without the draws of its chain within 3 autocorrelation times (ArviZ
+bulk ESS) of it; the mean term keeps S (its own share there has mean 0).  A dense S makes
+the check sharp for correlated posteriors; a diagonal S (D > 1000, or fewer than 2D draws)
+is unbiased but noisier.  The MCSEs use the ArviZ ESS of the per-draw terms.
 
 Examples
 --------
 >>> import jax, jax.numpy as jnp, numpy as np
->>> from pplsamplers.potential import build_potential
+>>> from pplsamplers.estimator import build_potential
 >>> terms = lambda x, idx: (0.0, 0.5 * jnp.sum(x**2) * jnp.ones(idx.shape) / 4)
->>> pot = build_potential(terms, dim=2, N=4, n=4, init_position=jnp.zeros(2))
+>>> pot = build_potential(terms, dim=2, N=4)
 >>> draws = 1.2 * np.random.default_rng(0).normal(size=(2, 1000, 2))  # every sd 20% wide
 >>> values, how, bad = stein_errors(draws, pot, 200, None, "auto")
 >>> how, bad, round(values.coherent_scale_err, 1)  # it reads c² − 1 = 0.44
@@ -23,8 +39,8 @@ from __future__ import annotations
 
 import math
 import warnings
-import weakref
 from collections.abc import Callable
+from functools import partial
 from typing import NamedTuple
 
 import arviz as az
@@ -32,10 +48,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pplsamplers.potential import SubsampledPotential
+from pplsamplers.estimator import Estimator, Potential
 from pplsamplers.types import Array, PRNGKey
-
-_SCORES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class SteinErrors(NamedTuple):
@@ -60,14 +74,14 @@ class SteinErrors(NamedTuple):
         return cls(nan, nan, nan, nan, nan, nan, np.nan, np.nan, 0)
 
 
-def scores_fn(potential: SubsampledPotential) -> Callable[[Array], tuple[Array, Array]]:
-    """Jitted ``(m, D) -> (U (m,), ∇U (m, D))``, cached per potential (one compile)."""
-    full = potential.full_value_and_grad
-    fn = _SCORES.get(full)
-    if fn is None:
-        fn = jax.jit(lambda xs: jax.lax.map(full, xs, batch_size=8))
-        _SCORES[full] = fn
-    return fn
+@partial(jax.jit, static_argnums=0)
+def _scores(estimator: Estimator, xs: Array) -> tuple[Array, Array]:
+    return jax.lax.map(estimator.full_value_and_grad, xs, batch_size=8)
+
+
+def scores_fn(potential: Potential) -> Callable[[Array], tuple[Array, Array]]:
+    """``(m, D) -> (U (m,), ∇U (m, D))`` over the full data, compiled once per estimator."""
+    return partial(_scores, potential.estimator)
 
 
 def mcse_of_mean(terms: np.ndarray) -> np.ndarray:
@@ -144,10 +158,11 @@ def leave_window_out_scores(
 
 def stein_errors(
     draws: np.ndarray,
-    potential: SubsampledPotential,
+    potential: Potential | None,
     thin_to: int,
     key: PRNGKey | None,
     whiten: str,
+    scores: np.ndarray | None = None,
 ) -> tuple[SteinErrors | None, str, int]:
     """Stein mean and scale errors on ``thin_to`` evenly thinned draws (the derivation:
     :mod:`pplsamplers.diagnostics.checks`).
@@ -159,6 +174,8 @@ def stein_errors(
     Each checked draw is whitened with the covariance of the draws outside a window of
     ``3 × autocorrelation_time`` steps around it (:func:`leave_window_out_scores`): a
     covariance that contains the draw itself biases the scale error by about +D / ESS.
+    ``scores`` (same shape as ``draws``), unbiased estimates of s = −∇U at every draw, replace
+    the full-data scores: every draw is then checked and ``potential`` is not read.
     """
     chains, n, dim = draws.shape
     flat = draws.reshape(-1, dim)
@@ -168,14 +185,19 @@ def stein_errors(
     var = np.diag(cov).copy() if use_dense else cov.copy()
     if np.any(~(var > 0)):
         return None, "skipped: a coordinate has zero variance", 0
-    k = min(n, max(2, -(-thin_to // chains)))
-    start = 0.0 if key is None else float(jax.random.uniform(key))
-    idx = np.floor((start + np.arange(k)) * (n / k)).astype(int)  # evenly spread, < n
-    thin = draws[:, idx].reshape(-1, dim)
-    padded = np.concatenate([thin, np.repeat(thin[:1], (-len(thin)) % 32, 0)])
-    u_val, grad = scores_fn(potential)(jnp.asarray(padded, potential.init_position.dtype))
-    u_val, grad = np.asarray(u_val, float)[: len(thin)], np.asarray(grad, float)[: len(thin)]
-    bad = ~(np.isfinite(u_val) & np.all(np.isfinite(grad), -1))
+    if scores is not None:
+        k, idx = n, np.arange(n)
+        thin, grad = draws.reshape(-1, dim), -np.asarray(scores, float).reshape(-1, dim)
+        bad = ~np.all(np.isfinite(grad), -1)
+    else:
+        k = min(n, max(2, -(-thin_to // chains)))
+        start = 0.0 if key is None else float(jax.random.uniform(key))
+        idx = np.floor((start + np.arange(k)) * (n / k)).astype(int)  # evenly spread, < n
+        thin = draws[:, idx].reshape(-1, dim)
+        padded = np.concatenate([thin, np.repeat(thin[:1], (-len(thin)) % 32, 0)])
+        u_val, grad = scores_fn(potential)(jnp.asarray(padded, potential.init_position.dtype))
+        u_val, grad = np.asarray(u_val, float)[: len(thin)], np.asarray(grad, float)[: len(thin)]
+        bad = ~(np.isfinite(u_val) & np.all(np.isfinite(grad), -1))
     if np.any(bad):
         return None, f"skipped: non-finite potential at {int(np.sum(bad))} draws", int(np.sum(bad))
     centred = thin - xbar

@@ -1,89 +1,93 @@
-"""The options every sampler takes (DESIGN §7), validated once at construction."""
+"""A sampler class's signature and Parameters, derived from its options dataclass, so that
+each default is stated once (in the dataclass) and documented once (in its docstring)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+import dataclasses
+import inspect
+import re
 
-import jax.numpy as jnp
-import numpy as np
-from numpyro.infer import init_to_uniform
+SHARED_PARAMETERS = """\
+model
+    A NumPyro model whose likelihood sits in a data plate (``None`` when ``potential`` is
+    given).
+subsample_size
+    Minibatch size n.  ``None`` (default): the model plate's own ``subsample_size`` if it has
+    one, else chosen automatically so that the gradient noise is about 0.3 posterior sds
+    (``kernel.setup.notes["subsample_size"]`` says why).
+data_plate
+    Name of the data plate, if it cannot be found automatically.
+potential
+    A ready :class:`~pplsamplers.estimator.Potential` instead of a model.
+control_variate
+    ``"auto"`` (default): anchor a control-variate gradient at the mode when the mode probe
+    finds one mode; ``True``, ``False``, or an anchor (a flat unconstrained array).
+precondition
+    ``"auto"`` (default), ``"dense"``, ``"diag"``, ``None``, or a covariance matrix
+    ``(D, D)`` or variance vector ``(D,)`` over the unconstrained coordinates: the kernel runs
+    on x = c + L z with L Lᵀ the posterior covariance estimate.
+init_strategy
+    NumPyro init strategy, used where there is no mode to start from.
+steps_per_sample
+    Kernel steps per draw; ``None`` (default): the sampler's own (10 for the step-size kernels,
+    more in high dimension where their automatic step shrinks; 1 for the PDMPs, whose sample
+    interval already spends about ten proposals).  ``sample_stats.data_evals`` counts every
+    step.
+setup
+    A :class:`~pplsamplers.warmup.Setup` computed before for the same data (AutoSampler hands
+    its own to the kernel it chooses); ``None``: computed at ``init``.
+"""
 
-from pplsamplers.potential import SubsampledPotential
-from pplsamplers.types import Array
-
-PRECONDITIONERS = ("auto", "dense", "diag")
-SHARED_OPTIONS = (
-    "subsample_size",
-    "data_plate",
-    "control_variate",
-    "precondition",
-    "init_strategy",
-)
-"""The options of :class:`SamplerOptions` that a model's sampler takes (all but ``model`` and
-``potential``): AutoSampler passes the user's to its features and to the chosen kernel."""
-
-
-def _is_positive_int(value: Any) -> bool:
-    return isinstance(value, int | np.integer) and not isinstance(value, bool) and value > 0
-
-
-@dataclass(frozen=True)
-class SamplerOptions:
-    """The options every sampler takes, validated once at construction (DESIGN §7)."""
-
-    model: Callable | None
-    subsample_size: int | None = None
-    data_plate: str | None = None
-    potential: SubsampledPotential | None = None
-    control_variate: bool | str | Array = "auto"
-    precondition: str | Array | None = "auto"
-    init_strategy: Callable | None = init_to_uniform
-
-    def __post_init__(self) -> None:
-        if self.model is None and self.potential is None:
-            raise ValueError("give a NumPyro `model` or a ready `potential`.")
-        if self.subsample_size is not None and not _is_positive_int(self.subsample_size):
-            raise ValueError(
-                f"subsample_size must be a positive integer; got {self.subsample_size!r}."
-            )
-        choice = self.control_variate
-        if isinstance(choice, str) and choice != "auto":
-            raise ValueError(
-                f"control_variate must be 'auto', True, False or an anchor array; got {choice!r}."
-            )
-        precondition = self.precondition
-        if isinstance(precondition, str) and precondition not in PRECONDITIONERS:
-            raise ValueError(
-                f"precondition must be one of {PRECONDITIONERS}, None, or a covariance matrix "
-                f"or variance vector; got {precondition!r}."
-            )
-        if precondition is not None and not isinstance(precondition, str):
-            matrix = np.asarray(precondition, dtype=float)
-            if matrix.ndim not in (1, 2) or not np.all(np.isfinite(matrix)):
-                raise ValueError(
-                    "precondition must be a finite (D,) variance vector or (D, D) covariance "
-                    f"matrix; got shape {matrix.shape}."
-                )
+_SECTION = re.compile(r"^(Parameters|Attributes)\n-+\n", re.MULTILINE)
+_NEXT = re.compile(r"^\S[^\n]*\n-+\n", re.MULTILINE)
 
 
-def user_factor(precondition: Any, dim: int, dtype: Any) -> Array:
-    """L with L Lᵀ = the user's covariance (``(D, D)``) or variances (``(D,)``)."""
-    matrix = jnp.asarray(precondition, dtype)
-    if matrix.shape not in ((dim,), (dim, dim)):
-        raise ValueError(
-            f"precondition has shape {matrix.shape}; the model has {dim} unconstrained "
-            f"dimensions, so give ({dim},) variances or a ({dim}, {dim}) covariance."
-        )
-    if matrix.ndim == 1:
-        if not bool(jnp.all(matrix > 0)):
-            raise ValueError("precondition variances must be positive.")
-        return jnp.sqrt(matrix)
-    factor = jnp.linalg.cholesky(0.5 * (matrix + matrix.T))
-    if not bool(jnp.all(jnp.isfinite(factor))):
-        raise ValueError("precondition covariance must be symmetric positive definite.")
-    return factor
+def options_signature(
+    options: type, positional: tuple[str, ...], shared: inspect.Signature
+) -> inspect.Signature:
+    """``(model=None, <positional>, *, <options>, <shared options>)``: the options dataclass's
+    fields and defaults, then the keyword-only parameters of ``shared`` (the adapter's
+    ``__init__``), so that every default is read from where it is declared."""
+    kind = inspect.Parameter
+    params = [kind("model", kind.POSITIONAL_OR_KEYWORD, default=None)]
+    fields = {f.name: f for f in dataclasses.fields(options)}
+    for name in (*positional, *(n for n in fields if n not in positional)):
+        field = fields[name]
+        default = field.default
+        if default is dataclasses.MISSING and field.default_factory is not dataclasses.MISSING:
+            default = field.default_factory()
+        where = kind.POSITIONAL_OR_KEYWORD if name in positional else kind.KEYWORD_ONLY
+        params.append(kind(name, where, default=default))
+    params += [p for p in shared.parameters.values() if p.kind == kind.KEYWORD_ONLY]
+    return inspect.Signature(params)
 
 
-__all__ = ["PRECONDITIONERS", "SHARED_OPTIONS", "SamplerOptions", "user_factor"]
+def parameters_section(options: type) -> str:
+    """The entries of the options dataclass's Parameters (or Attributes) section."""
+    doc = inspect.cleandoc(options.__doc__ or "")
+    found = _SECTION.search(doc)
+    if found is None:
+        return ""
+    rest = doc[found.end() :]
+    following = _NEXT.search(rest)
+    return (rest if following is None else rest[: following.start()]).strip("\n")
+
+
+def describe_options(doc: str, options: type) -> str:
+    """``doc`` (a class docstring) with a Parameters section made of the options dataclass's
+    entries and :data:`SHARED_PARAMETERS`, placed before its Examples."""
+    doc = inspect.cleandoc(doc)
+    entries = "\n".join(filter(None, [parameters_section(options), SHARED_PARAMETERS.strip()]))
+    section = f"Parameters\n----------\n{entries}\n\n"
+    at = doc.find("\nExamples\n--------")
+    if at < 0:
+        return f"{doc}\n\n{section}".rstrip() + "\n"
+    return f"{doc[: at + 1]}{section}{doc[at + 1 :]}"
+
+
+__all__ = [
+    "SHARED_PARAMETERS",
+    "describe_options",
+    "options_signature",
+    "parameters_section",
+]

@@ -1,5 +1,4 @@
-"""Pure BlackJAX-style kernels: ``init``, ``build_kernel`` -> ``step(rng_key, state)``."""
-
-from pplsamplers.kernels import boomerang, bps, csgld, hamcmc, lbfgs, sbps, sgbd, sgld, sgrld
-
-__all__ = ["boomerang", "bps", "csgld", "hamcmc", "lbfgs", "sbps", "sgbd", "sgld", "sgrld"]
+"""The kernel layer: pure kernels in BlackJAX's two levels on the
+:class:`~pplsamplers.estimator.Estimator` protocol, grouped by family
+(:mod:`~pplsamplers.kernels.pdmp`, :mod:`~pplsamplers.kernels.sgmcmc`), each declared to the
+adapter by a :class:`~pplsamplers.kernels.spec.KernelSpec`.  Nothing here knows NumPyro."""

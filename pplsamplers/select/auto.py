@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 from numpyro.infer.mcmc import MCMCKernel
 
+from pplsamplers import warmup
 from pplsamplers.cache import enable_compilation_cache
-from pplsamplers.infer.options import SHARED_OPTIONS, SamplerOptions
-from pplsamplers.infer.warmup import ModeStage, mode_stage
-from pplsamplers.potential import (
+from pplsamplers.infer.monitor import driving_mcmc
+from pplsamplers.model import (
     LocalLatentError,
     as_jax_arguments,
     discrete_latent_sites,
@@ -26,6 +26,7 @@ from pplsamplers.select.decision import Decision
 from pplsamplers.select.features import local_latent_features, model_features
 from pplsamplers.select.pilot import PilotOptions, run_pilot
 from pplsamplers.types import PRNGKey
+from pplsamplers.warmup import SHARED_OPTIONS, ModeStage, SetupOptions
 
 DEFAULT_SUBSAMPLE_FRACTION = 0.01
 DEFAULT_SUBSAMPLE_RANGE = (100, 1000)
@@ -71,16 +72,14 @@ class AutoSampler(MCMCKernel):
     :attr:`decision`; every later call goes to the chosen kernel.
 
     Above ``SMALL_N`` data the features are computed on the shared warmup's mode stage (mode,
-    curvature, mode probe, Laplace check) with the chosen kernel's shared options, so the
-    chosen kernel's run reuses it from the cache: the decision adds only the feature probes
-    (at N = 10⁶, d = 20 in float32 it now costs about as much as their compilation, a few
-    seconds; ``benchmarks/end_to_end.py``).
+    curvature, mode probe, Laplace check), and the chosen kernel is handed the set-up built
+    from it (:class:`~pplsamplers.warmup.Setup`), so the decision adds only the feature
+    probes to the run.
 
-    NumPyro fixes the fields it records when ``MCMC.run`` starts, before ``init``: call
-    ``decide(model_args, model_kwargs)`` first so that the chosen kernel's diagnostics
+    NumPyro fixes the fields it records when ``MCMC.run`` starts, before ``init``: AutoSampler
+    decides when the run reads them, so that the chosen kernel's diagnostics
     (``data_evals``, bounces, step sizes ...) reach ``get_extra_fields()`` and ArviZ's
-    ``sample_stats`` on the first run (a run that decides inside ``init`` warns and records
-    only the draws).
+    ``sample_stats``; ``decide(model_args, model_kwargs)`` may also be called before.
 
     Parameters
     ----------
@@ -139,9 +138,9 @@ class AutoSampler(MCMCKernel):
         self.overrides = overrides
         self.decision = None
         self._data: tuple | None = None
+        self._stage: ModeStage | None = None
         self._check_potential: Any = None  # full_data_potential's, built once per decision
         self._delegate: MCMCKernel | None = None
-        self._fields_warned = False
         self._converted: tuple | None = None  # (the caller's arguments, their JAX arrays)
 
     # --------------------------------------------------------------- deciding
@@ -164,14 +163,16 @@ class AutoSampler(MCMCKernel):
             else:
                 if probe_size is None and model.data_plate and model.model_subsample_size is None:
                     probe_size = default_subsample_size(model.data_size)
+        stage = None
         if features is None:
+            stage = self._mode_stage(model, model_args, model_kwargs)
             features = model_features(
                 model,
                 model_args,
                 model_kwargs,
                 subsample_size=probe_size,
                 data_plate=data_plate,
-                setup=self._shared_setup(model, model_args, model_kwargs),
+                stage=stage,
             )
         ranking = tuple(rank_candidates(features, self.candidates or available_candidates()))
         if not ranking:
@@ -201,7 +202,7 @@ class AutoSampler(MCMCKernel):
                 strategy="rules",
             )
         self.decision = decision
-        self._data, self._check_potential = (model_args, model_kwargs), None
+        self._data, self._check_potential, self._stage = (model_args, model_kwargs), None, stage
         self._delegate = self._make_delegate(decision)
         if self.verbose:
             decision.print_explanation()
@@ -218,18 +219,22 @@ class AutoSampler(MCMCKernel):
             self._converted = (given, as_jax_arguments(*given))
         return self._converted[1]
 
-    def _shared_setup(self, view: Any, model_args: tuple, model_kwargs: dict) -> ModeStage | None:
-        """The shared warmup's mode stage, where a minibatch kernel may be chosen: the features
-        read its mode, curvature and mode probe, and the chosen kernel (with the same shared
-        options) finds them in the cache instead of computing them again."""
+    def _setup_options(self) -> SetupOptions:
+        """The shared warmup's options from the user's overrides (the mode is searched)."""
+        shared = {k: v for k, v in self.overrides.items() if k in SHARED_OPTIONS and v is not None}
+        return SetupOptions(self._model, needs_mode=True, **shared)
+
+    def _mode_stage(self, view: Any, model_args: tuple, model_kwargs: dict) -> ModeStage | None:
+        """The shared warmup's mode stage, where a minibatch kernel may be chosen: the
+        features read its mode, curvature and mode probe, and the chosen kernel's set-up is
+        completed from it (:meth:`_make_delegate`)."""
         minibatch = any(SAMPLERS[name].minibatch for name in self.candidates or SAMPLERS)
         info = getattr(view, "info", None)
         if info is None or not minibatch or info.data_plate is None or info.edge_sites:
             return None
         if info.data_size <= SMALL_N:  # NUTS is chosen from the structure alone
             return None
-        shared = {k: v for k, v in self.overrides.items() if k in SHARED_OPTIONS and v is not None}
-        return mode_stage(SamplerOptions(self._model, **shared), model_args, model_kwargs)
+        return warmup.mode_stage(self._setup_options(), model_args, model_kwargs)
 
     def _make_delegate(self, decision: Any) -> MCMCKernel:
         overrides = dict(self.overrides)
@@ -239,7 +244,20 @@ class AutoSampler(MCMCKernel):
                 warnings.warn(
                     f"AutoSampler chose full-data NUTS, which ignores {ignored}.", stacklevel=4
                 )
-        return make_kernel(decision.kernel, self._model, **{**decision.params, **overrides})
+            return make_kernel(decision.kernel, self._model, **{**decision.params, **overrides})
+        options = {**decision.params, **overrides}
+        stage, shared = self._stage, self._setup_options()
+        alternatives = (f"another sampler than AutoSampler's choice '{decision.kernel}'",)
+        if decision.strategy == "rules":
+            alternatives += ("AutoSampler(strategy='pilot')",)
+        if stage is not None and all(
+            _same(options.get(name, getattr(shared, name)), getattr(shared, name))
+            for name in SHARED_OPTIONS
+        ):  # the chosen kernel's shared options are the stage's: complete its set-up
+            options["setup"] = warmup.setup(shared, *self._data, stage=stage)
+        kernel = make_kernel(decision.kernel, self._model, **options)
+        kernel.check_alternatives = alternatives
+        return kernel
 
     # ------------------------------------------------------------ NumPyro API
     def init(
@@ -250,17 +268,7 @@ class AutoSampler(MCMCKernel):
         model_args: tuple,
         model_kwargs: dict,
     ) -> Any:
-        decided_before = self._delegate is not None
         self.decide(model_args, model_kwargs)
-        if not decided_before and not self._fields_warned:
-            self._fields_warned = True
-            warnings.warn(
-                "AutoSampler decided inside MCMC.run, after NumPyro had fixed the fields to "
-                "collect, so this run records only the draws: call "
-                "`sampler.decide(model_args, model_kwargs)` before `mcmc.run` to get the chosen "
-                "kernel's diagnostics in sample_stats.",
-                stacklevel=3,
-            )
         model_args, model_kwargs = self._as_jax(model_args, model_kwargs)
         return self._delegate.init(rng_key, num_warmup, init_params, model_args, model_kwargs)
 
@@ -325,22 +333,36 @@ class AutoSampler(MCMCKernel):
         return self._delegate
 
     @property
-    def potential(self) -> Any:
-        return getattr(self._delegate, "potential", None)
+    def setup(self) -> Any:
+        """The chosen kernel's set-up (``None`` for NUTS or before ``init``)."""
+        return getattr(self._delegate, "setup", None)
 
     def get_diagnostics_str(self, state: Any) -> str:
         inner = self._require().get_diagnostics_str(state)
         return f"{self.decision.kernel}: {inner}" if inner else self.decision.kernel
 
 
+def _same(a: Any, b: Any) -> bool:
+    """The same option value: the same object, or equal Python scalars or strings."""
+    return a is b or same_objects(a, b)
+
+
 class _DelegateFields(Sequence):
-    """A view of the delegate's ``default_fields`` that follows a later :meth:`decide`."""
+    """A view of the delegate's ``default_fields``.  NumPyro reads the fields to collect when
+    ``MCMC.run`` starts, before it calls ``init``: read by a run, the view decides on that run's
+    data first, so that the chosen kernel's diagnostics are collected."""
 
     def __init__(self, sampler: AutoSampler) -> None:
         self._sampler = sampler
 
     def _fields(self) -> tuple[str, ...]:
-        delegate = self._sampler._delegate
+        sampler = self._sampler
+        if sampler._delegate is None:
+            mcmc = driving_mcmc()
+            arguments = getattr(mcmc, "_args", None)
+            if arguments is not None:
+                sampler.decide(arguments, getattr(mcmc, "_kwargs", None) or {})
+        delegate = sampler._delegate
         return tuple(delegate.default_fields) if delegate is not None else ("z",)
 
     def __getitem__(self, index: Any) -> Any:

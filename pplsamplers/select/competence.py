@@ -1,10 +1,11 @@
 """Competence rules: model features -> ranked candidate samplers with plain-language reasons.
 
 Like PyMC's step-method ``Competence``, every candidate gets a level per rule that applies,
-and the ranking is by total score.  The thresholds below were set from the measurements of
-``benchmarks/selection_suite.py`` (see the docs' selection guide).  Candidates carry no
-scale-dependent settings: every sampler runs on the adapter's whitened potential with control
-variates and a batch size chosen by the shared warmup (DESIGN §8), so its own defaults apply.
+and the ranking is by total score.  The thresholds below are set from the measurements of
+``benchmarks/selection_suite.py`` (``docs/benchmarks/selection_suite.md``; the docs' selection
+guide).  Candidates carry no scale-dependent settings: every sampler runs on the adapter's
+whitened potential with control variates and a batch size chosen by the shared warmup
+(:mod:`pplsamplers.warmup`), so its own defaults apply.
 """
 
 from __future__ import annotations
@@ -33,19 +34,19 @@ SCALE_SPREAD = 30.0
 HIGH_DIM = 50
 """Latent dimension above which a quadratic misfit alone (a few directions) makes a posterior
 hierarchical-like; a poor Laplace fit of the whole posterior (``POOR_LAPLACE``) does at any D:
-a non-centred random-intercept model with 20 well-identified groups (D = 23, N = 2·10⁴,
-log-weight sd 1.4·10³) sent Boomerang 3 sd away (R-hat 1.5 on τ), where NUTS is exact."""
+even a low-dimensional random-intercept model with well-identified groups can send Boomerang
+far off its scale parameter, where NUTS is exact."""
 NUTS_AFFORDABLE_N = 100_000
-"""Up to this N, full-data NUTS is the fallback for hierarchical-like posteriors: on the
-robustness suite's D = 304 random-intercept model (N ≈ 10⁴, Laplace misfit 1.8) every
-minibatch kernel missed by 0.6 to 20 posterior sds (their whitening is the Laplace
-approximation, refined from warmup draws), while NUTS is exact."""
+"""Up to this N, full-data NUTS is the fallback for hierarchical-like posteriors: on a
+high-dimensional random-intercept model every minibatch kernel misses by posterior sds (their
+whitening is the Laplace approximation, refined from warmup draws), while NUTS is exact
+(measured in ``docs/benchmarks/robustness.md``)."""
 POOR_LAPLACE = 1.0
 """sd of the log importance weights of Laplace draws above which the Laplace approximation is
-a poor fit everywhere (the shared warmup's own threshold, ``variational.MISFIT_THRESHOLD``):
-the robustness suite's hierarchical model reads 41 at its polished joint mode, where the
-eight-direction ``quadratic_misfit`` reads only 0.22; that suite's linear, logistic, Student-t
-and ordinal models read 0.02 or less."""
+a poor fit everywhere (the shared warmup's own threshold, ``variational.MISFIT_THRESHOLD``).
+It weighs every direction at once: a hierarchical model can read far above it at its joint
+mode while the eight-direction ``quadratic_misfit`` reads small, and models without groups
+read far below it (measured in ``docs/benchmarks/robustness.md``)."""
 SKEWED = 0.25
 HEAVY_TAILS = 0.8
 WILD_GRADIENTS = 50.0
@@ -220,7 +221,7 @@ def rank_candidates(
             f"strong correlations (condition number {_fmt(f.correlation_condition)} after "
             "diagonal scaling)"
         )
-        if non_gaussian:  # suite: HAMCMC's pairs diverged on the hyperboloid
+        if non_gaussian:  # suite: HAMCMC's pairs diverge on the hyperboloid
             rule(
                 "hamcmc",
                 COMPATIBLE,
@@ -259,8 +260,8 @@ def rank_candidates(
             "on the suite's heavy-tailed logistic regression)",
         )
     if non_gaussian:
-        # second to SGBD when skewed, so that the pilot measures both (SBPS was best per epoch
-        # on the suite's skew-normal toy)
+        # second to SGBD when skewed, so that the pilot measures both (on the suite's
+        # skew-normal toy SBPS measures best per epoch)
         rule(
             "sbps",
             PREFERRED if skewed else PREFERRED + 0.5,

@@ -32,7 +32,7 @@ class Decision(NamedTuple):
     Attributes
     ----------
     kernel
-        Registry name of the chosen sampler (see :data:`pplsamplers.samplers.SAMPLERS`).
+        Registry name of the chosen sampler (see :data:`pplsamplers.registry.SAMPLERS`).
     params
         Constructor parameters chosen for it.
     reasons

@@ -1,9 +1,9 @@
-"""Cheap model features that drive sampler selection (DESIGN §3.5).
+"""Cheap model features that drive sampler selection.
 
 Structural features come from one trace of the model.  Probe features come from a short
 MAP fit and a handful of full-data evaluations and minibatch gradients at the MAP; their
 total cost is a few dozen epochs at most, independent of the chain length.  Given the shared
-warmup's mode stage (:func:`~pplsamplers.infer.warmup.mode_stage`, which AutoSampler runs
+warmup's mode stage (:func:`~pplsamplers.warmup.mode_stage`, which AutoSampler runs
 above ``SMALL_N`` data), the probes read its mode, dense curvature, mode probe and Laplace
 check instead of computing their own, and the chosen kernel finds that stage in the cache.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -19,20 +20,17 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from pplsamplers.infer.warmup import ModeStage
-from pplsamplers.potential import (
+from pplsamplers.estimator import Estimator, Potential, gradient_noise_variance, with_batch_size
+from pplsamplers.model import (
     LocalLatentError,
     ModelView,
-    SubsampledPotential,
     discrete_latent_sites,
-    find_map,
-    gradient_noise_variance,
     inspect,
     make_potential,
-    with_batch_size,
 )
-from pplsamplers.potential.modes import count_modes
 from pplsamplers.types import Array, PRNGKey
+from pplsamplers.warmup import ModeStage, find_map
+from pplsamplers.warmup.modes import count_modes
 
 PROBE_STEPS = (-3.0, -2.0, -1.0, 1.0, 2.0, 3.0)
 
@@ -42,80 +40,49 @@ class ModelFeatures(NamedTuple):
 
     Attributes
     ----------
-    num_data
-        N.  Below a few thousand data, a full-batch NUTS gradient is cheap and exact, so
+    num_data : N.  Below a few thousand data a full-batch NUTS gradient is cheap and exact, so
         subsampling buys little and costs bias.
-    subsample_size
-        n.  Together with N it fixes the cost of a minibatch evaluation (``cost_ratio``).
-    dim
-        D, the number of unconstrained dimensions.  Dense-curvature methods cost O(D²).
-    has_data_plate
-        Without a data plate there is nothing to subsample: every SG kernel degenerates to
-        a full-batch one and NUTS is the right tool.
-    discrete_sites
-        Discrete latent sites: none of the gradient-based samplers can move them.
-    constrained_sites
-        Sites sampled through a bijection (e.g. a positive scale).  The Jacobian makes the
-        unconstrained posterior skewed near the boundary.
-    cost_ratio
-        n/N: the cost of one minibatch gradient relative to one full-data gradient.
-    curvature_spread
-        max/min of the diagonal Hessian at the MAP: how differently scaled the coordinates
-        are.  Large spreads hurt isotropic samplers (SGLD, SBPS, BPS) and call for diagonal
-        preconditioning (pSBPS, σBPS, pSGLD) or per-coordinate steps (SGBD).
-    correlation_condition
-        Condition number of the Hessian after diagonal rescaling (its correlation matrix).
-        1 for independent coordinates; large values mean strong correlations that only a
-        dense metric (HAMCMC's L-BFGS) or a Gaussian reference (Boomerang) removes.
-    gradient_noise_ratio
-        Median over coordinates of sd(minibatch gradient noise)/√H_jj at the MAP: noise
-        relative to the gradient one posterior sd away from the mode.  Large ratios make
-        plain minibatch PDMP rates and SGLD noisy; control variates remove most of it.
-    quadratic_misfit
-        Worst relative error of the quadratic (Laplace) prediction t²/2 of U along random
-        directions at t = ±1, ±2, ±3 posterior sds: 0 for a Gaussian posterior.  Boomerang's
-        reference and control variates pay off when this is small.
-    skewness
-        Worst |ΔU(t) − ΔU(−t)| / (ΔU(t) + ΔU(−t)) along the probe directions.  Skewed
-        posteriors are where SGBD's Barker moves beat Langevin (SGBD paper §5).
-    tail_growth
-        Smallest (ΔU(3) + ΔU(−3)) / 9: 1 for Gaussian tails, < 1 for heavier tails.
-    gradient_kurtosis
-        Largest kurtosis over coordinates of the per-example gradients at the MAP: heavy-
-        tailed covariates produce wild, occasionally huge gradients that destabilise SGLD
-        (and which SGBD's bounded moves tolerate).
-    mode_count
-        Number of separated local optima found: the MAP plus the distinct optima that
-        ``MODE_STARTS`` further MAP fits from the model's random initial points reach behind
-        an energy barrier (U rises more than ``MODE_BARRIER`` nats above both ends on the
-        segment to the MAP) and within ``MODE_MASS`` nats of it.  Every other probe is local
-        to one mode; above 1, a Laplace reference (Boomerang) and control variates anchored at
-        the MAP describe only part of the posterior.
-    max_curvature
-        Largest eigenvalue of the Hessian at the MAP (power iteration on HVPs): 1/λ_max is
-        the squared width of the narrowest direction, which bounds every explicit step size
-        (SGLD, HAMCMC's isotropic start).
-    map_position
-        The MAP (flat, unconstrained) used by the probes; reused as Boomerang/CV anchor.
-    curvature_diagonal
-        Diagonal of the Hessian at the MAP, per coordinate: 1/√H_jj is the coordinate's
-        conditional posterior sd, the natural per-coordinate step scale (SGBD's σ_j).
-    gradient_noise_sd
-        Per-coordinate sd of the minibatch gradient estimator at the MAP (τ_j of SGBD): it
-        caps the Barker step where the noise correction stays valid (τ_j σ_j < 1.702).
-    edge_sites
-        Observed sites whose support depends on the latent values (``y ~ Uniform(0, θ)``):
-        the posterior has a hard edge at the data that no minibatch sees.  The probes are
-        skipped (NaN) for such models.
-    laplace_weight_sd
-        sd of the log importance weights of draws from the Laplace approximation (the shared
-        warmup's check, :func:`~pplsamplers.potential.variational.laplace_misfit`): 0 for a
-        Gaussian posterior, tens on a hierarchical model whose joint mode sits away from its
-        mass.  Unlike ``quadratic_misfit`` (eight directions at a few sds) it weighs every
-        direction at once.  NaN where AutoSampler did not run the shared warmup (N ≤ SMALL_N).
-    local_sites
-        Latent sites inside the data plate (per-datum latents), which no minibatch kernel can
-        subsample; the probes are skipped (NaN) for such models.
+    subsample_size : n; with N it fixes the cost of a minibatch evaluation (``cost_ratio``).
+    dim : D, the number of unconstrained dimensions; dense-curvature methods cost O(D²).
+    has_data_plate : without one there is nothing to subsample, and NUTS is the right tool.
+    discrete_sites : discrete latent sites, which no gradient-based sampler can move.
+    constrained_sites : sites sampled through a bijection (e.g. a positive scale), whose
+        Jacobian skews the unconstrained posterior near the boundary.
+    cost_ratio : n/N, the cost of a minibatch gradient relative to a full-data one.
+    curvature_spread : max/min of the diagonal Hessian at the MAP.  Large spreads hurt isotropic
+        samplers (SGLD, SBPS, BPS) and call for diagonal preconditioning (pSBPS, σBPS, pSGLD)
+        or per-coordinate steps (SGBD).
+    correlation_condition : condition number of the Hessian's correlation matrix: large values
+        mean correlations only a dense metric (HAMCMC) or a Gaussian reference (Boomerang) removes.
+    gradient_noise_ratio : median over coordinates of sd(minibatch gradient noise)/√H_jj at the
+        MAP, the noise relative to the gradient one posterior sd from the mode; large ratios
+        make minibatch PDMP rates and SGLD noisy, and control variates remove most of it.
+    quadratic_misfit : worst relative error of the Laplace prediction t²/2 of U along random
+        directions at t = ±1, ±2, ±3 posterior sds (0 for a Gaussian); Boomerang's reference
+        and control variates pay off when it is small.
+    skewness : worst |ΔU(t) − ΔU(−t)| / (ΔU(t) + ΔU(−t)) along the probe directions; SGBD's
+        Barker moves beat Langevin on skewed posteriors (Mauri & Zanella §5).
+    tail_growth : smallest (ΔU(3) + ΔU(−3)) / 9: 1 for Gaussian tails, < 1 for heavier ones.
+    gradient_kurtosis : largest kurtosis of the per-example gradients at the MAP: heavy-tailed
+        covariates give wild gradients that destabilise SGLD (SGBD's bounded moves tolerate them).
+    mode_count : separated optima found (:func:`~pplsamplers.warmup.modes.count_modes`).  Every
+        other probe is local to one mode; above 1, a Laplace reference (Boomerang) and control
+        variates anchored at the MAP describe only part of the posterior.
+    max_curvature : largest eigenvalue of the Hessian at the MAP: 1/λ_max is the squared width
+        of the narrowest direction, which bounds every explicit step size (SGLD, HAMCMC's start).
+    map_position : the MAP (flat, unconstrained) used by the probes; reused as Boomerang/CV anchor.
+    curvature_diagonal : diagonal Hessian at the MAP: 1/√H_jj is a coordinate's conditional
+        posterior sd, the natural per-coordinate step scale (SGBD's σ_j).
+    gradient_noise_sd : per-coordinate sd of the minibatch gradient at the MAP (SGBD's τ_j),
+        which caps the Barker step where the noise correction stays valid (τ_j σ_j < 1.702).
+    edge_sites : observed sites whose support depends on the latents (``y ~ Uniform(0, θ)``):
+        a hard edge at the data that no minibatch sees.  The probes are skipped (NaN).
+    laplace_weight_sd : sd of the log importance weights of Laplace draws (the shared warmup's
+        check, :func:`~pplsamplers.warmup.variational.laplace_misfit`): 0 for a Gaussian, large
+        where the joint mode sits away from the mass.  Unlike ``quadratic_misfit`` it weighs
+        every direction at once.  NaN where AutoSampler skips the shared warmup.
+    local_sites : latent sites inside the data plate (per-datum latents), which no minibatch
+        kernel can subsample; the probes are skipped (NaN).
     """
 
     num_data: int
@@ -174,44 +141,39 @@ def _extreme_eigenvalues(matvec: Callable[[Array], Array], dim: int, key: PRNGKe
 
 def probe_features(
     rng_key: PRNGKey,
-    potential: SubsampledPotential,
-    map_steps: int = 0,
+    potential: Potential,
+    estimator: Estimator,
     *,
-    setup: ModeStage | None = None,
+    stage: ModeStage | None = None,
 ) -> dict[str, float | Array]:
-    """The probe features of :class:`ModelFeatures` for a potential (one jit-compiled probe).
+    """The probe features of :class:`ModelFeatures` (one jit-compiled probe) of ``estimator``
+    (``potential``'s at the features' batch size).
 
-    ``map_steps``: minibatch Adam steps before the MAP fit's L-BFGS (:func:`find_map`'s
-    ``num_steps``); 0 by default, as in the shared warmup: the mode probe's searches then
-    run the MAP fit's compiled program instead of compiling one of their own (300 steps, the
-    former default, cost a second L-BFGS compile and moved the MAP by less than its
-    tolerance).
-
-    With the shared warmup's ``setup`` (:func:`~pplsamplers.infer.warmup.mode_stage`), its
+    With the shared warmup's mode ``stage`` (:func:`~pplsamplers.warmup.mode_stage`), its
     mode and mode-probe count are used instead of a MAP fit and a second mode probe, and its
     dense curvature (where D ≤ 1000) instead of Hessian-vector products: the curvature
     features are then exact eigenvalues rather than power iterations.
     """
     map_key, probe_key, mode_key = jax.random.split(rng_key, 3)
-    if setup is not None and setup.mode is not None:
-        x_map = setup.mode
+    if stage is not None and stage.mode is not None:
+        x_map = stage.mode
     else:
-        x_map = find_map(map_key, potential, num_steps=map_steps).position
-    dense = setup is not None and setup.mode is not None and setup.factor.ndim == 2
-    factor = setup.factor if dense else None  # L Lᵀ = H⁻¹ (floored), the warmup's Hessian
-    values = jax.jit(lambda key, x, f: _probe_arrays(key, potential, x, f))(
-        probe_key, x_map, factor
-    )
+        x_map = find_map(map_key, estimator, potential.init_position).position
+    dense = stage is not None and stage.mode is not None and stage.whitening.factor.ndim == 2
+    factor = stage.whitening.factor if dense else None  # L Lᵀ = H⁻¹ (floored)
+    values = _probe_arrays(probe_key, estimator, x_map, factor)
     vectors = ("curvature_diagonal", "gradient_noise_sd")
     out = {name: float(value) for name, value in values.items() if name not in vectors}
     out.update({name: values[name] for name in vectors})
     out["map_position"] = x_map
-    if setup is not None and setup.laplace_misfit is not None:
-        out["laplace_weight_sd"] = setup.laplace_misfit
-    if setup is not None and setup.mode_count is not None:
-        out["mode_count"] = setup.mode_count
+    if stage is not None and stage.laplace_misfit is not None:
+        out["laplace_weight_sd"] = stage.laplace_misfit
+    if stage is not None and stage.mode_count is not None:
+        out["mode_count"] = stage.mode_count
     else:
-        out["mode_count"] = count_modes(mode_key, potential, x_map, values["curvature_diagonal"])
+        out["mode_count"] = count_modes(
+            mode_key, estimator, x_map, values["curvature_diagonal"], draw_init=potential.draw_init
+        )
     return out
 
 
@@ -225,8 +187,9 @@ def _curvature_probes(hessian: Array) -> tuple[Array, Array, Array]:
     return diag, condition, jnp.linalg.eigvalsh(hessian)[-1]
 
 
+@partial(jax.jit, static_argnums=1)
 def _probe_arrays(
-    key: PRNGKey, potential: SubsampledPotential, x_map: Array, factor: Array | None = None
+    key: PRNGKey, potential: Estimator, x_map: Array, factor: Array | None = None
 ) -> dict[str, Array]:
     diag_key, eig_key, noise_key, dir_key = jax.random.split(key, 4)
     dtype = x_map.dtype
@@ -268,8 +231,8 @@ def _probe_arrays(
     directions = jax.random.normal(dir_key, (8, potential.dim), dtype) * inv_sqrt
     curvature = jax.vmap(lambda u: u @ hvp(u))(directions)
     directions = directions / jnp.sqrt(jnp.maximum(curvature, tiny))[:, None]
-    # U(x) − U(x*) summed datum by datum: U's own float32 error (±10 at N = 10⁷) would swamp
-    # the rises of 1/2 to 8 that these probes read
+    # U(x) − U(x*) summed datum by datum: at large N, U's own float32 rounding error would
+    # swamp the rises of 1/2 to 8 that these probes read
     rise_at = lambda x: potential.full_value_difference(x, x_map)
     steps = jnp.asarray(PROBE_STEPS, dtype)
     rise = lax.map(lambda u: lax.map(lambda t: rise_at(x_map + t * u), steps), directions)
@@ -340,16 +303,15 @@ def model_features(
     data_plate: str | None = None,
     rng_key: PRNGKey | None = None,
     probe: bool = True,
-    setup: ModeStage | None = None,
+    stage: ModeStage | None = None,
 ) -> ModelFeatures:
     """Compute :class:`ModelFeatures` for a NumPyro model and its data.
 
-    ``model`` is the model itself or its :class:`~pplsamplers.potential.ModelView` from
-    :func:`~pplsamplers.potential.inspect` (which carries the arguments and data plate, so
-    the model is not traced again).  ``probe=False`` skips the MAP-based probes (their
-    fields are NaN).  Models with discrete latent sites get only their structural features.
-    ``setup``, the shared warmup's :class:`~pplsamplers.infer.warmup.ModeStage` for this
-    model and data, lends its full-data potential, mode and mode-probe count to the probes.
+    ``model`` is the model itself or its :class:`~pplsamplers.model.ModelView` from
+    :func:`~pplsamplers.model.inspect` (which carries the arguments and data plate, so the
+    model is not traced again).  ``probe=False`` skips the MAP-based probes (NaN fields); models
+    with discrete latent sites get only their structural features.  ``stage``, the shared
+    warmup's :class:`~pplsamplers.warmup.ModeStage`, lends its potential, mode and mode count.
 
     Examples
     --------
@@ -384,31 +346,32 @@ def model_features(
             edge_sites=tuple(info.edge_sites),
             **structural,
         )
-    if setup is not None:
-        batch = subsample_size or info.model_subsample_size or setup.base.N
-        potential = with_batch_size(setup.base, min(batch, setup.base.N))
+    if stage is not None:
+        potential = stage.potential
+        batch = subsample_size or info.model_subsample_size or potential.N
+        estimator = with_batch_size(potential.estimator, min(batch, potential.N))
     else:
         potential = make_potential(view, subsample_size=subsample_size)
+        estimator = potential.estimator
     key = jax.random.PRNGKey(0) if rng_key is None else rng_key
     features = _without_probes(
-        num_data=potential.N,
-        subsample_size=potential.n,
-        dim=potential.dim,
-        cost_ratio=potential.n / potential.N,
+        num_data=estimator.N,
+        subsample_size=estimator.n,
+        dim=estimator.dim,
+        cost_ratio=estimator.n / estimator.N,
         **structural,
     )
     if not probe:
         return features
-    return features._replace(**probe_features(key, potential, setup=setup))
+    return features._replace(**probe_features(key, potential, estimator, stage=stage))
 
 
 def laplace_starts(rng_key: PRNGKey, features: ModelFeatures, num_chains: int) -> Array | None:
     """``(num_chains, D)`` starting points drawn from N(MAP, diag(H)⁻¹), or ``None``.
 
-    Minibatch kernels move slowly from an arbitrary start (a stable SG step is a fraction of
-    the narrowest posterior width), so a short warmup from NumPyro's default start can leave
-    them far from the posterior; starting every chain inside the diagonal Laplace
-    approximation removes that transient without putting all chains on the same point.
+    Minibatch kernels move slowly from an arbitrary start (a stable SG step is a fraction of the
+    narrowest posterior width), so a short warmup can leave them far from the posterior; starting
+    inside the diagonal Laplace approximation removes that without putting chains on one point.
     """
     if features.map_position is None or features.curvature_diagonal is None:
         return None

@@ -7,12 +7,13 @@ edit.  The only option given is a minibatch size (the small test data set has N 
 
 from functools import partial
 
-from pplsamplers.registry import SAMPLERS
+from pplsamplers.registry import SAMPLERS, make_kernel
 
 CONTRACT_SUBSAMPLE_SIZE = 20
 
 REGISTRY: dict = {
-    name: partial(spec.build, subsample_size=CONTRACT_SUBSAMPLE_SIZE)
+    # make_kernel applies a variant's options (pSGLD, pSBPS, σBPS are entries with options)
+    name: partial(make_kernel, name, subsample_size=CONTRACT_SUBSAMPLE_SIZE)
     for name, spec in SAMPLERS.items()
     if spec.minibatch
 }

@@ -32,7 +32,7 @@ import numpyro  # noqa: E402
 from numpyro.infer import MCMC, NUTS  # noqa: E402
 
 from models import logistic_regression  # noqa: E402
-from pplsamplers.potential.model import all_data_model  # noqa: E402
+from pplsamplers.model import all_data_model  # noqa: E402
 
 D, DATA_SEED = 20, 0
 NUM_WARMUP, NUM_SAMPLES, NUM_CHAINS, SEED = 1000, 2000, 4, 0

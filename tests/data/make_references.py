@@ -59,7 +59,7 @@ PROBLEMS: dict[str, dict] = {
 
 MODELS = {"logistic_regression": logistic_regression}
 
-# NUTS on the full-data model (pplsamplers.potential.all_data_model), float64, dense mass.
+# NUTS on the full-data model (pplsamplers.model.all_data_model), float64, dense mass.
 ROBUST_PROBLEMS: dict[str, dict] = {
     "robust_logistic_nuts": dict(
         model="robust_logistic", data=dict(N=100_000, seed=1), dense_mass=True, seed=140601
@@ -171,7 +171,7 @@ def compute_sites(name: str, spec: dict) -> dict:
     """Run NUTS on a ``models/robust_*.py`` problem; summarise every latent site (constrained)."""
     import importlib
 
-    from pplsamplers.potential import all_data_model
+    from pplsamplers.model import all_data_model
 
     spec = {**ROBUST_DEFAULTS, **spec}
     module = importlib.import_module(f"models.{spec['model']}")

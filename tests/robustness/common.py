@@ -90,10 +90,8 @@ MODELS: dict[str, dict[str, Any]] = {
 
 def sampler_names() -> list[str]:
     """Every registered sampler but NUTS (the reference), plus ``"auto"`` (AutoSampler)."""
-    try:
-        from pplsamplers.registry import SAMPLERS
-    except ImportError:  # before the registry landed
-        from pplsamplers.samplers import SAMPLERS
+    from pplsamplers.registry import SAMPLERS
+
     names = [name for name in SAMPLERS if name != "nuts"]
     return names if "auto" in names else [*names, "auto"]
 
@@ -105,10 +103,8 @@ def make_kernel(name: str, model: Any, **options: Any) -> Any:
         from pplsamplers import AutoSampler
 
         return AutoSampler(model, **options)
-    try:
-        from pplsamplers.registry import make_kernel as build
-    except ImportError:
-        from pplsamplers.samplers import make_kernel as build
+    from pplsamplers.registry import make_kernel as build
+
     return build(name, model, **options)
 
 
@@ -118,8 +114,8 @@ def load(model: str, size: int | None = None, as_numpy: bool = False) -> tuple[A
 
     ``as_numpy``: the data as NumPy arrays, which a float32 run converts to float32 and int32.
     Cached like the JAX arrays, so that every cell of a process hands the kernels the same
-    array objects and the samplers share one set-up (mode, curvature, mode probe: about 5 s
-    per hierarchical cell), as they do on a user's data (``warmup.CACHE_SIZE``).
+    array objects.  (The package no longer caches the shared set-up between kernels, so each
+    cell computes its own mode, curvature and mode probe; ``pplsamplers.warmup.setup``.)
     """
     if as_numpy:
         model_fn, args, kwargs = load(model, size)

@@ -12,9 +12,9 @@ tests read the run:
   their fixed step included) must have warned through ``pplsamplers.diagnostics.self_check``;
 * ``test_no_divergence_or_freeze``: no non-finite draw and no chain with zero variance.
 
-Every cell of this model is in this one file, so that one process finds the model's mode,
-curvature and mode probe once and every sampler reuses them (``warmup.CACHE_SIZE``; the cells
-were split over three files before, and each file's worker paid that set-up again).
+Every cell of this model is in this one file (the cells were split over three files before;
+the package cached the set-up then, and each file's worker paid it again; it caches none now,
+so every cell computes its own).
 
 **The step-size kernels** (SGLD, pSGLD, cSGLD, SGRLD, SGBD, HAMCMC).  Their automatic step
 keeps the bias summed over the D = 304 coordinates within 0.1 sd

@@ -30,7 +30,7 @@ from numpyro.infer import MCMC  # noqa: E402
 
 from pplsamplers import SGLD  # noqa: E402
 from pplsamplers.datasets import logistic_regression as lr  # noqa: E402
-from pplsamplers.potential.sharding import data_mesh  # noqa: E402
+from pplsamplers.model.sharding import data_mesh  # noqa: E402
 
 N, DIM = 4000, 3
 

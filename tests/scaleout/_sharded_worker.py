@@ -16,8 +16,8 @@ import numpy as np
 from numpyro.infer import MCMC
 
 from pplsamplers.datasets import logistic_regression as lr
-from pplsamplers.potential import inspect, make_potential
-from pplsamplers.potential.sharding import collectives, data_mesh, shard_data
+from pplsamplers.model import inspect, make_potential
+from pplsamplers.model.sharding import collectives, data_mesh, shard_data
 from pplsamplers.registry import make_kernel
 
 N, DIM = 4000, 3
@@ -76,7 +76,7 @@ def chains_on_devices(plain: tuple) -> dict:
 def full_pass_report(args: tuple) -> dict:
     potential = make_potential(inspect(lr.model, args, {}))
     x = jnp.full(potential.dim, 0.1)
-    text = jax.jit(potential.full_value_and_grad).lower(x).compile().as_text()
+    text = jax.jit(potential.estimator.full_value_and_grad).lower(x).compile().as_text()
     entry = next(line for line in text.splitlines() if line.startswith("ENTRY"))
     return {"collectives": collectives(text), "entry": entry}
 

@@ -151,7 +151,7 @@ def test_chain_mesh_arguments_are_checked() -> None:
     import jax.numpy as jnp
     from jax.sharding import Mesh
 
-    from pplsamplers.potential.sharding import chain_sharding, data_mesh, shard_data
+    from pplsamplers.model.sharding import chain_sharding, data_mesh, shard_data
 
     with pytest.raises(ValueError, match="chains must be a positive integer that divides"):
         data_mesh(chains=jax.device_count() + 1)

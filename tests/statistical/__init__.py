@@ -8,8 +8,9 @@ QUARTIC_SECOND_MOMENT = 0.675978
 
 def quartic_potential(dim: int = 2):
     """U = Σ x⁴/4 with exact gradients (one datum, full batch): a rate that is cubic along
-    every line, which a linear envelope or band extrapolates below the truth."""
-    from pplsamplers.potential import build_potential
+    every line, which a linear envelope or band extrapolates below the truth.  A
+    :class:`~pplsamplers.estimator.Potential` (kernels take its ``.estimator``)."""
+    from pplsamplers.estimator import build_potential
 
     terms = lambda x, idx: (jnp.sum(x**4) / 4.0, jnp.zeros(idx.shape[0]))
     return build_potential(terms, dim=dim, N=1, n=1, init_position=jnp.zeros(dim))

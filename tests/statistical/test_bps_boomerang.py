@@ -16,8 +16,7 @@ from numpyro.infer import MCMC
 from scipy import stats
 
 from models import linear_gaussian, logistic_regression
-from pplsamplers.infer.boomerang import Boomerang
-from pplsamplers.infer.bps import BPS
+from pplsamplers.infer import BPS, Boomerang
 from tests.statistical import QUARTIC_SECOND_MOMENT, quartic_potential
 
 pytestmark = pytest.mark.statistical
@@ -71,7 +70,12 @@ def test_full_batch_bps_matches_linear_gaussian_posterior(gaussian):
     # (alpha = 1 has no violations) and full-batch BPS is exact.  Posterior sds are about
     # 0.2 and |v| about 3, so refreshing at rate 5 happens every few crossings.
     mcmc = _run(
-        BPS(linear_gaussian.model, subsample_size=N_DATA, refresh_rate=5.0, alpha=1.0),
+        BPS(
+            linear_gaussian.model,
+            subsample_size=N_DATA,
+            refresh_rate=5.0,
+            thinning={"alpha": 1.0},
+        ),
         args,
         kwargs,
         key=11,
@@ -141,8 +145,9 @@ def test_control_variate_boomerang_matches_nuts_on_large_logistic_regression():
         curvature="full_hessian",
     )
     mcmc = _run(kernel, args, kwargs, key=14, num_warmup=100, num_samples=2000)
-    # the reference is built around the control-variate anchor (one MAP search)
-    np.testing.assert_array_equal(kernel.reference.mean, kernel.potential.anchor)
+    # the reference is built around the control-variate anchor (one MAP search), both in the
+    # kernel's coordinates
+    np.testing.assert_array_equal(kernel.reference.mean, kernel.prepared.context.anchor)
     draws = np.asarray(mcmc.get_samples()["w"])
     ess = np.asarray(az.ess(draws[None]))
     assert ess.min() >= 100, ess
@@ -160,11 +165,19 @@ def _bps_quartic(key: jax.Array, **thinning) -> tuple[float, float, float, float
     """BPS with exact gradients on U = Σ x⁴/4 in 2-d, 4 chains × 6000 draws (the first 1000
     dropped): (E[x²] relative error, its MCSE relative to the truth, the fraction of
     proposals above the envelope, proposals per draw)."""
-    from pplsamplers.kernels import bps
+    from pplsamplers.kernels.pdmp import bps
+    from pplsamplers.kernels.pdmp.builder import ThinningOptions
 
-    potential = quartic_potential(2)
-    pdmp = bps.build_pdmp(**thinning)
-    params = bps.make_params(2, sample_interval=0.5, refresh_rate=0.3, dtype=jnp.float64)
+    potential = quartic_potential(2).estimator
+    pdmp = bps.build_pdmp(thinning=ThinningOptions(**thinning))
+    params = bps.make_params(  # t_init and max_extrapolation: make_params' former defaults
+        2,
+        sample_interval=0.5,
+        t_init=0.1,
+        max_extrapolation=1.0,
+        refresh_rate=0.3,
+        dtype=jnp.float64,
+    )
 
     def chain(key):
         init_key, run_key = jax.random.split(key)

@@ -35,8 +35,8 @@ import pytest
 import scipy.linalg
 
 from models import linear_gaussian
-from pplsamplers.kernels import hamcmc
-from pplsamplers.potential import make_potential
+from pplsamplers.kernels.sgmcmc import hamcmc
+from pplsamplers.model import make_potential
 
 pytestmark = [pytest.mark.statistical, pytest.mark.runtime_bound]
 
@@ -47,7 +47,8 @@ def setup(dim, correlation):
     model_args, model_kwargs = linear_gaussian.load_data(
         N=N, D=dim, noise_var=NOISE_VAR, correlation=correlation, seed=0
     )
-    potential = make_potential(linear_gaussian.model, model_args, model_kwargs, SUBSAMPLE)
+    model = linear_gaussian.model
+    potential = make_potential(model, model_args, model_kwargs, SUBSAMPLE).estimator
     mean, cov = linear_gaussian.posterior(*model_args, **model_kwargs)
     return potential, np.asarray(model_args[0]), np.asarray(model_args[1]), mean, cov
 

@@ -1,6 +1,6 @@
 """Statistical tests of SBPS / pSBPS (fixed keys, ArviZ ESS and MCSE).
 
-The chains are driven by the samplers' own :class:`~pplsamplers.infer.spec.KernelSpec` (``kernel.spec``:
+The chains are driven by the samplers' own :class:`~pplsamplers.kernels.spec.KernelSpec` (``kernel.spec``:
 init, kernel, default params and warmup, frozen after ``num_warmup`` steps as the adapter does),
 on the raw potential, without NumPyro's per-run recompilation.  Logistic-regression references are NumPyro NUTS runs stored by
 ``tests/data/make_references.py``.
@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 
 from models import logistic_regression
-from pplsamplers.infer.sbps import PSBPS, SBPS
-from pplsamplers.infer.spec import WarmupWindow
-from pplsamplers.potential import build_potential
+from pplsamplers.estimator import build_potential
+from pplsamplers.infer import SBPS
+from pplsamplers.kernels.spec import WarmupContext, WarmupWindow
+from pplsamplers.registry import PSBPS
 from tests.statistical import QUARTIC_SECOND_MOMENT, quartic_potential
 
 pytestmark = [pytest.mark.statistical, pytest.mark.runtime_bound]
@@ -32,7 +33,10 @@ def run_chains(kernel, potential, key, num_warmup, num_samples, starts, return_p
     each chain's frozen params with ``return_params``)."""
     spec = kernel.spec
     step = spec.build_kernel()
-    start_params = spec.default_params(jax.random.key(1), potential)
+    potential = potential.estimator  # on the raw potential's estimator (no whitening)
+    zero = jnp.zeros(potential.dim)
+    context = WarmupContext(zero, None, None, zero, jnp.ones_like(zero), whitened=False)
+    start_params = spec.default_params(jax.random.key(1), potential, context)
 
     @jax.jit
     def chain(key, start):

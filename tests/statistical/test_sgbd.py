@@ -14,10 +14,10 @@ import pytest
 from numpyro.infer import MCMC
 
 from models import linear_gaussian, skew_normal
-from pplsamplers.infer.sgbd import SGBD
-from pplsamplers.infer.spec import STEP_SIZE_STEPS_PER_SAMPLE
-from pplsamplers.kernels import sgbd, sgld
-from pplsamplers.potential import build_potential
+from pplsamplers.estimator import Estimator, build_estimator
+from pplsamplers.infer import SGBD
+from pplsamplers.kernels.sgmcmc import sgbd, sgld
+from pplsamplers.kernels.sgmcmc.step_size import STEP_SIZE_STEPS_PER_SAMPLE
 
 pytestmark = [pytest.mark.statistical, pytest.mark.runtime_bound]
 
@@ -73,6 +73,15 @@ TOY_SETTINGS = {
 }
 
 
+class _UniformIndices(Estimator):
+    """An estimator whose minibatch indices are drawn through ``uniform`` (see _toy_draws)."""
+
+    def sample_indices(self, rng_key):
+        return jnp.minimum(
+            (jax.random.uniform(rng_key, (BATCH,)) * N_PSEUDO).astype(jnp.int32), N_PSEUDO - 1
+        )
+
+
 @functools.partial(jax.jit, static_argnames="kind")
 def _toy_draws(key, shape, noise_sd, sigma, kind):
     """CHAINS × (STEPS − BURN) draws minus the true mean, started at the true mean.
@@ -89,12 +98,7 @@ def _toy_draws(key, shape, noise_sd, sigma, kind):
     terms = skew_normal.hand_written_terms(noise_sd * jnp.asarray(UNIT_NOISE), shape, 0.0, scale)
     start = jnp.full(1, mean)
     with jax.ensure_compile_time_eval():
-        potential = build_potential(terms, dim=1, N=N_PSEUDO, n=BATCH, init_position=start)
-        potential = potential._replace(
-            sample_indices=lambda k: jnp.minimum(
-                (jax.random.uniform(k, (BATCH,)) * N_PSEUDO).astype(jnp.int32), N_PSEUDO - 1
-            )
-        )
+        potential = _UniformIndices(*build_estimator(terms, dim=1, N=N_PSEUDO, n=BATCH))
     if kind == "sgld":
         kernel, params = sgld.build_kernel(), sgld.SGLDParams(SGLD_STEP**2 / 2, jnp.ones(1))
         state = sgld.init(key, start, potential, params)
@@ -296,7 +300,8 @@ if __name__ == "__main__":  # python -m tests.statistical.test_sgbd: the numbers
 
 @pytest.mark.parametrize("sigma", [0.2, 0.5])
 def test_barker_variance_bias_coefficient(sigma):
-    """The coherent bias budget's premise (``pplsamplers.infer.spec.BARKER_VARIANCE_BIAS``):
+    """The coherent bias budget's premise (``pplsamplers.kernels.sgmcmc.step_size.
+    BARKER_VARIANCE_BIAS``):
     full-batch SGBD on N(0, 1) has stationary variance 1 + bσ² with b between the leading
     order 1/4 and the budget's 0.27, so the automatic σ (``auto_sigma``) is never too large.
 
@@ -306,11 +311,11 @@ def test_barker_variance_bias_coefficient(sigma):
     1.01, with a standard error of 0.003, so that case only bounds b to about ±0.3).  The test
     allows b in [0.25, 0.27] widened by 4 standard errors.
     """
-    from pplsamplers.infer.spec import BARKER_VARIANCE_BIAS
+    from pplsamplers.kernels.sgmcmc.step_size import BARKER_VARIANCE_BIAS
 
     dim = 64
     terms = lambda x, idx: (0.5 * jnp.sum(x**2), jnp.zeros(idx.shape[0], x.dtype))
-    potential = build_potential(terms, dim=dim, N=10, n=10, init_position=jnp.zeros(dim))
+    potential = build_estimator(terms, dim=dim, N=10, n=10)
     kernel, params = sgbd.build_kernel("corrected"), sgbd.make_params(jnp.full(dim, sigma), dim)
     steps = int(400 / sigma**2)
 

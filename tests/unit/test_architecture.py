@@ -1,6 +1,8 @@
-"""Architecture rules (issue 13), checked statically on the source: no import cycle, no
-function-local import that hides one, the layers import only downwards, every file is at most
-about 450 lines, and a sampler's name is written once (in the registry)."""
+"""Architecture rules, checked statically on the source: no import cycle, no function-local
+import that hides one, the layers import only downwards (model -> estimator -> kernels ->
+adapter and warmup -> selection and CLI), the kernel layer knows nothing of NumPyro, no module
+keeps a mutable cache, nothing refers to a file outside the repository, every file is at most
+400 lines, and a sampler's name is written once (in the registry)."""
 
 import ast
 import re
@@ -9,24 +11,26 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "pplsamplers"
-MAX_LINES = 450
+MAX_LINES = 400
 LAYERS = {  # a module may import only from its own layer or lower ones
     "types": 0,
     "validation": 0,
     "cache": 0,
-    "potential": 1,
-    "pdmp": 2,
-    "kernels": 3,
+    "estimator": 1,
+    "kernels": 2,
+    "model": 2,
     "diagnostics": 3,
-    "infer": 4,
-    "registry": 5,
-    "samplers": 6,
-    "select": 6,
-    "datasets": 6,
-    "checkpoint": 6,
-    "cli": 7,
-    "__init__": 8,
+    "warmup": 4,
+    "infer": 5,
+    "registry": 6,
+    "select": 7,
+    "datasets": 7,
+    "checkpoint": 7,
+    "cli": 8,
+    "__init__": 9,
 }
+NUMPYRO_FREE = ("pplsamplers.estimator", "pplsamplers.kernels")
+"""Packages that must not import NumPyro or the model layer, even indirectly."""
 
 
 def module_name(path: Path) -> str:
@@ -121,15 +125,108 @@ def test_layers_import_only_downwards():
     assert not bad, "upward imports: " + ", ".join(sorted(bad))
 
 
-def test_only_potential_knows_numpyro_internals():
+def test_only_the_model_layer_knows_numpyro_internals():
     internal = re.compile(r"^\s*(from|import) numpyro\.(handlers|primitives|distributions\.util)")
     offenders = [
         name
         for name, path in modules().items()
-        if ".potential" not in name
+        if ".model" not in name
         and any(internal.match(line) for line in path.read_text().splitlines())
     ]
-    assert not offenders, f"NumPyro internals used outside potential/: {offenders}"
+    assert not offenders, f"NumPyro internals used outside model/: {offenders}"
+
+
+def _imports_numpyro(path: Path) -> bool:
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        if any(name == "numpyro" or name.startswith("numpyro.") for name in names):
+            return True
+    return False
+
+
+def test_the_kernel_layer_knows_nothing_of_numpyro():
+    """The estimator and kernels import neither NumPyro nor the model layer, directly or
+    through the modules they import."""
+    known, edges = modules(), graph()
+    offenders = []
+    for name in known:
+        if not name.startswith(NUMPYRO_FREE):
+            continue
+        seen, todo = set(), [name]
+        while todo:
+            current = todo.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            if current.startswith("pplsamplers.model") or _imports_numpyro(known[current]):
+                offenders.append(f"{name} (through {current})")
+                break
+            todo.extend(edges[current])
+    assert not offenders, "NumPyro reached from the kernel layer: " + ", ".join(offenders)
+
+
+MUTABLE_CALLS = {"dict", "list", "set", "OrderedDict", "defaultdict", "WeakKeyDictionary",
+                 "WeakValueDictionary", "deque"}  # fmt: skip
+
+
+def _mutable_module_state(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text())
+    found = []
+    for node in tree.body:
+        targets, value = [], None
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        names = [t.id for t in targets if isinstance(t, ast.Name)]
+        if not names or names == ["__all__"] or value is None:
+            continue
+        called = value.func if isinstance(value, ast.Call) else None
+        callee = getattr(called, "id", getattr(called, "attr", None))
+        if isinstance(value, ast.Dict | ast.List | ast.Set) or callee in MUTABLE_CALLS:
+            found.append(f"{names[0]} (line {node.lineno})")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Global):
+            found.append(f"global {', '.join(node.names)} (line {node.lineno})")
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for decorator in node.decorator_list:
+                target = decorator.func if isinstance(decorator, ast.Call) else decorator
+                name = getattr(target, "id", getattr(target, "attr", ""))
+                if name in ("cache", "lru_cache"):
+                    found.append(f"@{name} on {node.name} (line {node.lineno})")
+    return found
+
+
+def test_no_module_keeps_mutable_state():
+    """No module-level dict, list or set, no ``global`` rebinding, no memoising decorator:
+    values are passed, and constants are immutable (tuples, MappingProxyType)."""
+    found = {name: hits for name, path in modules().items() if (hits := _mutable_module_state(path))}
+    assert not found, f"module-level mutable state: {found}"
+
+
+OUTSIDE = re.compile(
+    r"DESIGN §|\.\./shared|shared/papers|[a-z0-9]+-[a-z0-9-]+\.txt\b|(?<![\w.:])/(?:work|tmp|home|root)/"
+)
+"""A reference to a file outside the repository: the design notes or paper texts the project
+was started from, or an absolute path of one machine."""
+
+
+def test_nothing_refers_to_files_outside_the_repository():
+    roots = [PACKAGE, PACKAGE.parent / "docs", PACKAGE.parent / "README.md"]
+    files = [p for root in roots for p in ([root] if root.is_file() else root.rglob("*"))]
+    offenders = [
+        f"{path.relative_to(PACKAGE.parent)}:{number}"
+        for path in files
+        if path.suffix in (".py", ".md", ".ipynb", ".rst", ".txt") and "_build" not in path.parts
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if OUTSIDE.search(line)
+    ]
+    assert not offenders, "references outside the repository: " + ", ".join(offenders[:20])
 
 
 def test_files_are_short():

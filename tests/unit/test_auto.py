@@ -69,11 +69,18 @@ def test_decision_and_chosen_kernel_share_one_warmup(monkeypatch, as_numpy):
     AutoSampler converted them to new JAX arrays at each call, so the run's ``init`` computed
     the mode stage again, and its ``postprocess_fn`` a third time, inside NumPyro's sampling
     trace (where float32 data failed: the robustness ordinal model in float32)."""
-    import pplsamplers.infer.warmup as warmup
+    import importlib
 
+    import pplsamplers.warmup as warmup
+
+    # the mode stage is computed by ``mode_stage``: AutoSampler calls the package's, a
+    # kernel's own ``setup`` the module's (no cache any more: a shared stage is passed on)
+    setup_module = importlib.import_module("pplsamplers.warmup.setup")
     calls = []
-    inner = warmup._mode_stage
-    monkeypatch.setattr(warmup, "_mode_stage", lambda *a: calls.append(1) or inner(*a))
+    inner = setup_module.mode_stage
+    counted = lambda *a, **k: calls.append(1) or inner(*a, **k)
+    monkeypatch.setattr(warmup, "mode_stage", counted)
+    monkeypatch.setattr(setup_module, "mode_stage", counted)
     (X, y), _ = logistic_regression.load_data(N=6000, d=3, seed=3)
     if as_numpy:
         X, y = np.asarray(X), np.asarray(y)
@@ -85,7 +92,7 @@ def test_decision_and_chosen_kernel_share_one_warmup(monkeypatch, as_numpy):
     assert len(calls) == 1  # the run's prepare reused the decision's mode stage
     if as_numpy:
         return
-    stage = warmup.mode_stage(warmup.SamplerOptions(logistic_regression.model), (X, y), {})
+    stage = inner(warmup.SetupOptions(logistic_regression.model), (X, y), {})
     np.testing.assert_array_equal(decision.features.map_position, stage.mode)
     assert decision.features.mode_count == stage.mode_count == 1
 

@@ -12,7 +12,7 @@ from numpyro.infer import MCMC
 
 from models import linear_gaussian, logistic_regression
 from pplsamplers import SGLD, AutoSampler, make_potential
-from pplsamplers.potential import flatten_init_params, inspect, validate_data
+from pplsamplers.model import flatten_init_params, inspect, validate_data
 
 X, Y = logistic_regression.load_data(N=50, d=2, seed=0)[0]
 
@@ -59,7 +59,7 @@ def test_missing_plate_with_subsample_size_explains_the_fix():
     with pytest.raises(ValueError, match="no data plate.*numpyro.plate"):
         make_potential(no_plate_model, (X, Y), subsample_size=10)
     # without subsample_size the model is usable full-batch: the whole likelihood is one datum
-    pot = make_potential(no_plate_model, (X, Y))
+    pot = make_potential(no_plate_model, (X, Y)).estimator
     assert (pot.N, pot.n) == (1, 1)
 
 
@@ -174,7 +174,7 @@ def test_non_finite_steps_are_reverted_and_counted():
     assert np.all(np.isfinite(samples))
     reverted = mcmc.get_extra_fields()["diverging"]  # NumPyro's name: print_summary counts it
     assert int(reverted.sum()) > 0
-    assert int(mcmc.last_state.num_reverted) == int(reverted.sum())
+    assert int(mcmc.last_state.num_diverging) == int(reverted.sum())
 
 
 def test_rejected_steps_are_never_silent(capsys):
@@ -228,38 +228,39 @@ def test_numpy_data_work_as_they_do_in_nuts():
 
 
 def test_the_same_numpy_data_run_in_the_precision_of_each_run():
-    # the shared set-up is cached by the identity of the data; NumPy data become float32 or
-    # float64 arrays by the run's precision, so a float32 set-up must not serve a float64 run
-    # (it did: the same NumPy arrays run in float32 and then with x64 on gave float32 draws).
-    # Checked on the cache key: two runs, one per precision, cost 24 s of compilation.
-    from pplsamplers.infer.options import SamplerOptions
-    from pplsamplers.infer.warmup import _cache_key
+    # NumPy data become float32 or float64 arrays by the run's precision, so a float32 set-up
+    # must not serve a float64 run (it did: the same NumPy arrays run in float32 and then with
+    # x64 on gave float32 draws).  The set-up cache keyed by the data's identity and the
+    # precision is gone (each kernel computes its own Setup): the set-up of the same NumPy
+    # arrays is checked to take each run's precision (no mode search, to keep it cheap).
+    from pplsamplers.warmup import SetupOptions, setup
 
     X, y = (np.asarray(a) for a in _data(500, 2))
-    options = SamplerOptions(_regression, subsample_size=50)
-    keys = {}
+    options = SetupOptions(_regression, subsample_size=50, control_variate=False, precondition=None)
+    dtypes = {}
     for x64 in (False, True, False):
         with jax.enable_x64(x64):
-            keys.setdefault(x64, set()).add(_cache_key(options, (X, y), {}))
-    assert len(keys[False]) == len(keys[True]) == 1 and keys[False] != keys[True]
+            result = setup(options, (X, y), {})
+            dtypes.setdefault(x64, set()).add(result.potential.init_position.dtype)
+    assert dtypes == {False: {np.dtype(np.float32)}, True: {np.dtype(np.float64)}}
 
 
 def test_the_set_up_cache_and_the_kernels_reuse_test_agree_on_the_same_data():
-    # one rule for both (potential.leaf_identity): data arrays by identity, Python scalars by
-    # type and value, so num_groups=1000 typed twice is the same data set to each of them
-    from pplsamplers.infer.options import SamplerOptions
-    from pplsamplers.infer.warmup import _cache_key
-    from pplsamplers.potential import same_objects
+    # one rule for both (model.leaf_identity): data arrays by identity, Python scalars by
+    # type and value, so num_groups=1000 typed twice is the same data set to each of them.
+    # The set-up cache is gone: its successor is the kernel's reuse test Setup.matches.
+    from pplsamplers.model import same_objects
+    from pplsamplers.warmup import Setup
 
     X, y = (np.asarray(a) for a in _data(500, 2))
-    options = SamplerOptions(_regression, subsample_size=50)
     pairs = [
         (((X, y), {"k": 1000}), ((X, y), {"k": int("1000")})),  # equal, distinct scalars: the same
         (((X, y), {}), ((X.copy(), y), {})),  # an equal copy of an array: not the same
         (((X, y), {"k": 1}), ((X, y), {"k": True})),  # 1 and True: not the same
     ]
     for first, second in pairs:
-        cached = _cache_key(options, *first) == _cache_key(options, *second)
+        computed = Setup(**dict.fromkeys(Setup._fields))._replace(arguments=first)
+        cached = computed.matches(*second)
         assert cached == same_objects(first, second), (first[1], second[1])
     assert [same_objects(*pair) for pair in pairs] == [True, False, False]
 
@@ -371,11 +372,11 @@ def test_plain_plate_is_subsampled_through_its_arguments():
         with numpyro.plate("data", N):
             numpyro.sample("y", dist.Normal(X @ w, sigma), obs=y)
 
-    reference = make_potential(indexed, (X, y), subsample_size=20)
+    reference = make_potential(indexed, (X, y), subsample_size=20).estimator
     x = jnp.linspace(-0.5, 0.5, reference.dim)
     rows = reference.sample_indices(jax.random.key(3))
     for model in (read_off_the_data, constant_size):
-        potential = make_potential(model, (X, y), subsample_size=20)
+        potential = make_potential(model, (X, y), subsample_size=20).estimator
         for got, want in zip(
             (*potential.full_value_and_grad(x), *potential.value_and_grad(x, rows)),
             (*reference.full_value_and_grad(x), *reference.value_and_grad(x, rows)),
@@ -419,8 +420,8 @@ def test_per_datum_factor_and_nested_plates_are_subsampled_like_indexed_models()
         (plain_factor, indexed_factor, (X, y)),
         (nested, nested_indexed, (Y,)),
     ):
-        reference = make_potential(want, args, subsample_size=20)
-        potential = make_potential(model, args, subsample_size=20)
+        reference = make_potential(want, args, subsample_size=20).estimator
+        potential = make_potential(model, args, subsample_size=20).estimator
         assert potential.N == reference.N == X.shape[0], model.__name__
         x = jnp.linspace(-0.5, 0.5, reference.dim)
         rows = reference.sample_indices(jax.random.key(3))
@@ -475,7 +476,7 @@ EDGE_Y = jnp.asarray(np.random.default_rng(0).uniform(0.0, 20.0, 500))
 def test_support_that_depends_on_a_latent_is_found_and_masked():
     """y ~ Uniform(0, θ): NumPyro's log_prob is -log θ for every y unless validate_args, so
     a minibatch potential looked finite (and smaller) below max y; ours is +inf there."""
-    from pplsamplers.potential import model_info
+    from pplsamplers.model import model_info
 
     assert model_info(_uniform_edge, (EDGE_Y,)).edge_sites == ("y",)
     assert model_info(_regression, _data(20)).edge_sites == ()
@@ -483,12 +484,12 @@ def test_support_that_depends_on_a_latent_is_found_and_masked():
     potential = make_potential(_uniform_edge, (EDGE_Y,), init_strategy=start)
     inside = potential.unconstrain({"theta": jnp.asarray(25.0)})
     outside = potential.unconstrain({"theta": jnp.asarray(19.0)})
-    assert np.isfinite(potential.full_value_and_grad(inside)[0])
-    assert potential.full_value_and_grad(outside)[0] == np.inf
+    assert np.isfinite(potential.estimator.full_value_and_grad(inside)[0])
+    assert potential.estimator.full_value_and_grad(outside)[0] == np.inf
     # only the rows above 19 are outside: a minibatch without them stays finite (why the
     # minibatch kernels refuse the model instead of sampling it)
     below = jnp.flatnonzero(EDGE_Y < 19.0)[:10]
-    assert np.isfinite(potential.value(outside, below))
+    assert np.isfinite(potential.estimator.value(outside, below))
 
 
 @pytest.mark.parametrize("sampler", ["SGLD", "SBPS", "Boomerang", "SGBD", "HAMCMC"])

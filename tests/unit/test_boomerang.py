@@ -5,23 +5,27 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pplsamplers.infer.boomerang import Boomerang
-from pplsamplers.kernels import boomerang
-from pplsamplers.kernels.boomerang_reference import (
+from pplsamplers.estimator import Whitening, build_potential, whiten
+from pplsamplers.infer import Boomerang
+from pplsamplers.kernels.pdmp import boomerang
+from pplsamplers.kernels.pdmp.builder import NOISY_DEFAULTS, ThinningOptions
+from pplsamplers.kernels.pdmp.flow import elliptical_flow
+from pplsamplers.kernels.pdmp.reference import (
     GaussianReference,
     build_reference,
     curvature_diagonal,
     gaussian_reference,
 )
-from pplsamplers.pdmp.builder import NOISY_DEFAULTS
-from pplsamplers.pdmp.flow import elliptical_flow
-from pplsamplers.potential import build_potential
+from pplsamplers.kernels.spec import WarmupContext
+from pplsamplers.warmup import find_map
 
 D = 4
 RNG = np.random.default_rng(0)
 _L = RNG.standard_normal((D, D))
 FULL_COV = _L @ _L.T + 0.5 * np.eye(D)
 MEAN = RNG.standard_normal(D)
+TIMES = dict(sample_interval=1.0, t_init=0.25, max_extrapolation=0.5, refresh_rate=1.0)
+"""The former defaults of ``boomerang.make_params`` (its times are required now)."""
 
 
 def _references():
@@ -90,13 +94,13 @@ def test_rate_uses_energy_gradient_not_potential_gradient():
     precision = np.linalg.inv(FULL_COV)
     cov = np.linalg.inv(precision + np.eye(D))
     mean = cov @ precision @ MEAN
-    potential = _gaussian_potential(precision, MEAN)
+    potential = _gaussian_potential(precision, MEAN).estimator
     ref = gaussian_reference(mean, cov)
     x = jnp.asarray(RNG.standard_normal(D))
     grad_e = boomerang.energy_gradient(potential, ref, x, jnp.arange(5))
     np.testing.assert_allclose(grad_e, 0.0, atol=1e-10)
     assert float(jnp.linalg.norm(potential.grad(x, jnp.arange(5)))) > 0.1
-    pdmp, params = boomerang.build_pdmp(), boomerang.make_params(ref)
+    pdmp, params = boomerang.build_pdmp(), boomerang.make_params(ref, **TIMES)
     state = pdmp.init(jax.random.key(0), x, potential, params)
     step = jax.jit(lambda key, s, p: pdmp.kernel(key, s, potential, p))
     state, info = step(jax.random.key(1), state, params)
@@ -107,9 +111,10 @@ def test_rate_uses_energy_gradient_not_potential_gradient():
 
 def test_kernel_bounces_with_a_mismatched_reference_and_counts_data():
     precision = np.linalg.inv(FULL_COV)
-    potential = _gaussian_potential(precision, MEAN)
+    potential = _gaussian_potential(precision, MEAN).estimator
     ref = gaussian_reference(jnp.zeros(D), jnp.ones(D))
-    pdmp, params = boomerang.build_pdmp(alpha=1.5), boomerang.make_params(ref, sample_interval=5.0)
+    pdmp = boomerang.build_pdmp(ThinningOptions(alpha=1.5))
+    params = boomerang.make_params(ref, **{**TIMES, "sample_interval": 5.0})
     state = pdmp.init(jax.random.key(0), jnp.zeros(D), potential, params)
     step = jax.jit(lambda key, s, p: pdmp.kernel(key, s, potential, p))
     state, info = step(jax.random.key(1), state, params)
@@ -124,12 +129,14 @@ def test_automatic_reference_is_map_and_inverse_hessian_diagonal():
     precision = np.linalg.inv(FULL_COV)
     potential = _gaussian_potential(precision, MEAN)
     full_precision = precision + np.eye(D)
-    ref = build_reference(jax.random.key(0), potential)
+    # x* is the MAP (build_reference takes it; it used to search for it itself)
+    mode = find_map(jax.random.key(0), potential.estimator, potential.init_position).position
+    ref = build_reference(potential.estimator, mode)
     np.testing.assert_allclose(
         ref.mean, np.linalg.solve(full_precision, precision @ MEAN), atol=1e-6
     )
     np.testing.assert_allclose(ref.variance, 1.0 / np.diag(full_precision), rtol=1e-8)
-    scaled = build_reference(jax.random.key(0), potential, gamma=3.0, mean=ref.mean)
+    scaled = build_reference(potential.estimator, ref.mean, gamma=3.0)
     np.testing.assert_allclose(scaled.variance, 3.0 / np.diag(full_precision), rtol=1e-8)
     assert ref.is_diagonal
 
@@ -140,7 +147,7 @@ def test_fisher_curvature_is_summed_squared_gradients_plus_prior():
     def terms(x, idx):
         return 0.5 * x @ x, 0.5 * (X[idx] @ x - 1.0) ** 2
 
-    potential = build_potential(terms, dim=3, N=30, n=30, init_position=jnp.zeros(3))
+    potential = build_potential(terms, dim=3, N=30, n=30, init_position=jnp.zeros(3)).estimator
     x = jnp.asarray([0.3, -0.2, 0.1])
     residual = np.asarray(X @ x - 1.0)
     expected = 1.0 + np.sum((residual[:, None] * np.asarray(X)) ** 2, axis=0)
@@ -168,13 +175,13 @@ def test_non_positive_definite_reference_raises():
     terms = lambda x, idx: (-0.5 * x @ x, jnp.zeros(idx.shape[0]))
     potential = build_potential(terms, dim=2, N=1, n=1, init_position=jnp.zeros(2))
     with pytest.raises(ValueError, match="not positive definite"):
-        build_reference(jax.random.key(0), potential, mean=jnp.zeros(2))
+        build_reference(potential.estimator, jnp.zeros(2))
 
 
 @pytest.mark.parametrize(
     "kwargs,name",
     [
-        ({"alpha": 0.5}, "alpha"),
+        ({"thinning": {"alpha": 0.5}}, "alpha"),
         ({"refresh_rate": -1.0}, "refresh_rate"),
         ({"sample_interval": 0.0}, "sample_interval"),
         ({"sample_interval": -2.0}, "sample_interval"),
@@ -185,9 +192,9 @@ def test_non_positive_definite_reference_raises():
         ({"curvature": "exact"}, "curvature"),
         ({"start": "nowhere"}, "start"),
         ({"reference": "prior"}, "reference"),
-        ({"max_evaluations": 1}, "max_evaluations"),
-        ({"max_events_per_sample": 0}, "max_events_per_sample"),
-        ({"noise_margin": -1.0}, "noise_margin"),
+        ({"thinning": {"max_evaluations": 1}}, "max_evaluations"),
+        ({"thinning": {"max_events_per_sample": 0}}, "max_events_per_sample"),
+        ({"thinning": {"noise_margin": -1.0}}, "noise_margin"),
     ],
 )
 def test_invalid_arguments_raise_naming_the_argument(kwargs, name):
@@ -196,9 +203,9 @@ def test_invalid_arguments_raise_naming_the_argument(kwargs, name):
 
 
 def test_refresh_rate_auto_is_one_at_every_dimension():
-    from pplsamplers.infer.pdmp import radial_refresh_rate
+    from pplsamplers.kernels.pdmp.tuning import radial_refresh_rate
 
-    assert Boomerang(lambda: None, refresh_rate="auto").config.refresh_rate == "auto"
+    assert Boomerang(lambda: None, refresh_rate="auto").options.refresh_rate == "auto"
     assert [radial_refresh_rate("auto", d, radial=False) for d in (2, 304, 10**4)] == [1.0] * 3
 
 
@@ -209,29 +216,31 @@ def test_reference_namedtuple_is_a_pytree():
 
 
 def test_noise_handling_defaults_depend_on_the_gradient_mode():
-    full = _gaussian_potential(np.eye(D), MEAN, N=5)
-    mini = build_potential(full.terms, dim=D, N=5, n=2, init_position=jnp.zeros(D))
-    thinning = Boomerang(lambda: None).config.thinning
+    full = _gaussian_potential(np.eye(D), MEAN, N=5).estimator
+    mini = build_potential(full.terms, dim=D, N=5, n=2, init_position=jnp.zeros(D)).estimator
+    thinning = Boomerang(lambda: None).options.thinning
     assert thinning.noise_handling(full) == (0.0, 0.0)
     noisy = (NOISY_DEFAULTS["min_gap"], NOISY_DEFAULTS["noise_margin"])
     assert thinning.noise_handling(mini) == noisy
-    explicit = Boomerang(lambda: None, noise_margin=0.0, min_gap=0.5).config.thinning
+    given = {"noise_margin": 0.0, "min_gap": 0.5}
+    explicit = Boomerang(lambda: None, thinning=given).options.thinning
     assert explicit.noise_handling(mini) == (0.5, 0.0)
 
 
 def test_user_reference_is_mapped_to_the_kernel_coordinates():
     # x = x0 + L z: the reference N(m, S) in x is N(L^-1 (m - x0), L^-1 S L^-T) in z
-    from pplsamplers.infer.boomerang import kernel_reference
-    from pplsamplers.potential import with_preconditioner
+    from pplsamplers.kernels.pdmp.boomerang import given_reference
 
-    potential = _gaussian_potential(np.eye(D), MEAN)
+    def context(center, factor):  # the shared warmup's map x = c + L z, as a kernel sees it
+        center, factor = jnp.asarray(center), jnp.asarray(factor)
+        return WarmupContext(jnp.zeros(D), None, None, center, factor, whitened=True)
+
     factor = np.linalg.cholesky(FULL_COV)
-    white = with_preconditioner(potential, MEAN, factor)
-    ref = kernel_reference(white, MEAN + factor @ np.ones(D), FULL_COV)
+    ref = given_reference(MEAN + factor @ np.ones(D), FULL_COV, context(MEAN, factor))
     np.testing.assert_allclose(ref.mean, np.ones(D), rtol=1e-6)
     np.testing.assert_allclose(ref.cholesky @ ref.cholesky.T, np.eye(D), atol=1e-6)
-    diagonal = with_preconditioner(potential, np.zeros(D), np.full(D, 2.0))
-    ref = kernel_reference(diagonal, np.zeros(D), np.full(D, 4.0))
+    diagonal = context(np.zeros(D), np.full(D, 2.0))
+    ref = given_reference(np.zeros(D), np.full(D, 4.0), diagonal)
     assert ref.is_diagonal
     np.testing.assert_allclose(ref.variance, np.ones(D), rtol=1e-6)
 
@@ -242,18 +251,19 @@ def test_reference_in_whitened_coordinates_falls_back_to_unit_scale_off_a_minimu
     negative diagonal).  In whitened coordinates the posterior has unit scale, so the
     automatic reference becomes N(x*, γ I) and says so; in the model's own coordinates, where
     no scale is known, the error stays."""
-    from pplsamplers.infer.boomerang import BoomerangConfig, SetupCost, make_reference
-    from pplsamplers.potential import with_preconditioner
+    from pplsamplers.kernels.pdmp.boomerang import BoomerangOptions, automatic_reference
 
     # a double well: the curvature at 0 is −1 in the first coordinate
     terms = lambda x, idx: (-0.5 * x[0] ** 2 + 0.25 * x[0] ** 4 + 0.5 * x[1] ** 2, jnp.zeros(1))
     potential = build_potential(terms, dim=2, N=1, n=1, init_position=jnp.zeros(2))
-    config, cost = BoomerangConfig(gamma=0.5), SetupCost()
+    options, zero = BoomerangOptions(gamma=0.5), jnp.zeros(2)
+    raw = WarmupContext(zero, zero, None, zero, jnp.ones(2), whitened=False)
     with pytest.raises(ValueError, match="not positive definite"):
-        make_reference(config, potential, cost, mode=jnp.zeros(2))
-    white = with_preconditioner(potential, jnp.zeros(2), jnp.array([1.0, 2.0]))
-    assert white.whitened and not potential.whitened
-    reference = make_reference(config, white, cost, mode=jnp.zeros(2))
+        automatic_reference(options, potential.estimator, raw)
+    whitening = Whitening(zero, jnp.array([1.0, 2.0]))
+    white = whiten(potential.estimator, whitening)
+    context = WarmupContext(zero, zero, None, whitening.center, whitening.factor, whitened=True)
+    assert context.whitened and not raw.whitened
+    reference = automatic_reference(options, white, context)
     np.testing.assert_allclose(reference.mean, np.zeros(2))
     np.testing.assert_allclose(reference.variance, [0.5, 0.5])
-    assert "not positive definite" in cost.notes[-1]

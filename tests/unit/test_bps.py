@@ -8,12 +8,14 @@ import numpyro.distributions as dist
 import pytest
 from numpyro.infer import MCMC
 
-from pplsamplers.infer import metric as metric_module
-from pplsamplers.infer.bps import BPS, SigmaBPS
-from pplsamplers.infer.pdmp import events_per_draw, radial_events, radial_refresh_rate
-from pplsamplers.kernels import bps
-from pplsamplers.pdmp.flow import reflect
-from pplsamplers.potential import build_potential
+from pplsamplers.estimator import build_potential
+from pplsamplers.infer import BPS
+from pplsamplers.kernels.pdmp import bps
+from pplsamplers.kernels.pdmp.builder import ThinningOptions
+from pplsamplers.kernels.pdmp.flow import reflect
+from pplsamplers.kernels.pdmp.tuning import events_per_draw, radial_events, radial_refresh_rate
+from pplsamplers.registry import SigmaBPS
+from pplsamplers.warmup import metric as metric_module
 from tests.unit.pdmp_cost import counters_per_draw
 
 SDS = jnp.array([0.05, 1.0, 3.0])
@@ -45,8 +47,8 @@ def test_gaussian_rate_is_linear_so_alpha_one_is_never_violated(n):
     # along the BPS flow the rate of a Gaussian target is exactly linear in t: the envelope is
     # exact with alpha = 1 in full batch (n = N); data are counted n per rate evaluation and
     # per reflection (here every minibatch term is identical, so n < N is exact as well)
-    potential = _gaussian_potential(n=n)
-    pdmp = bps.build_pdmp(alpha=1.0)
+    potential = _gaussian_potential(n=n).estimator
+    pdmp = bps.build_pdmp(thinning=ThinningOptions(alpha=1.0))
     params = bps.make_params(
         3, sample_interval=2.0, t_init=0.01, max_extrapolation=0.1, refresh_rate=0.5
     )
@@ -63,7 +65,7 @@ def test_gaussian_rate_is_linear_so_alpha_one_is_never_violated(n):
 
 
 def test_sigma_bps_moves_along_a_v_and_reflects_with_a_grad():
-    potential = _gaussian_potential()
+    potential = _gaussian_potential().estimator
     params = bps.make_params(
         3,
         direction_scale=SDS,
@@ -72,7 +74,7 @@ def test_sigma_bps_moves_along_a_v_and_reflects_with_a_grad():
         max_extrapolation=1.0,
         refresh_rate=0.0,
     )
-    pdmp = bps.build_pdmp(alpha=1.0)
+    pdmp = bps.build_pdmp(thinning=ThinningOptions(alpha=1.0))
     state = pdmp.init(jax.random.key(0), jnp.ones(3), potential, params)
     sk = pdmp.skeleton(jax.random.key(1), state, potential, params, 30)
     steps = jnp.diff(sk.positions, axis=0)
@@ -143,17 +145,17 @@ def test_plain_bps_keeps_identity_preconditioner():
 @pytest.mark.parametrize(
     "kwargs,name",
     [
-        ({"alpha": 0.99}, "alpha"),
+        ({"thinning": {"alpha": 0.99}}, "alpha"),
         ({"refresh_rate": -0.1}, "refresh_rate"),
         ({"sample_interval": 0.0}, "sample_interval"),
         ({"velocity_scale": 0.0}, "velocity_scale"),
         ({"target_evals_per_sample": -1.0}, "target_evals_per_sample"),
         ({"t_init": -1.0}, "t_init"),
         ({"max_extrapolation": 0.0}, "max_extrapolation"),
-        ({"max_evaluations": 0}, "max_evaluations"),
+        ({"thinning": {"max_evaluations": 0}}, "max_evaluations"),
         ({"welford_window": (0.8, 0.2)}, "welford_window"),
         ({"t_init_fraction": 0.0}, "t_init_fraction"),
-        ({"min_gap": -1.0}, "min_gap"),
+        ({"thinning": {"min_gap": -1.0}}, "min_gap"),
     ],
 )
 def test_invalid_arguments_raise_naming_the_argument(kwargs, name):
@@ -165,15 +167,16 @@ def test_invalid_arguments_raise_naming_the_argument(kwargs, name):
 
 def test_kernel_level_validation():
     with pytest.raises(ValueError, match="alpha"):
-        bps.build_pdmp(alpha=0.5)
+        bps.build_pdmp(thinning=ThinningOptions(alpha=0.5))
     with pytest.raises(ValueError, match="velocity_scale"):
         bps.build_pdmp(velocity_scale=0.0)
+    times = dict(sample_interval=1.0, t_init=0.1, max_extrapolation=1.0, refresh_rate=1.0)
     with pytest.raises(ValueError, match="refresh_rate"):
-        bps.make_params(3, refresh_rate=-1.0)
+        bps.make_params(3, **{**times, "refresh_rate": -1.0})
     with pytest.raises(ValueError, match="sample_interval"):
-        bps.make_params(3, sample_interval=0.0)
+        bps.make_params(3, **{**times, "sample_interval": 0.0})
     with pytest.raises(ValueError, match="direction_scale"):
-        bps.make_params(3, direction_scale=jnp.ones(2))
+        bps.make_params(3, direction_scale=jnp.ones(2), **times)
 
 
 def test_default_evals_per_draw_grow_with_the_dimension_for_straight_flows_only():

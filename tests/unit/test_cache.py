@@ -24,10 +24,9 @@ def clean(monkeypatch, tmp_path):
         monkeypatch.delenv(name, raising=False)
     jax.config.update("jax_compilation_cache_dir", None)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
-    cache._forget()
+    jax.config.update("jax_compilation_cache_max_size", -1)
     jax_cache.reset_cache()  # the suite's own cache may be open already
     yield tmp_path
-    cache._forget()
     for key, value in saved.items():
         jax.config.update(key, value)
     jax_cache.reset_cache()  # reopened at the restored directory on the next compile
@@ -63,6 +62,14 @@ def test_respects_user_dir_and_settings(clean):
     assert jax.config.jax_compilation_cache_dir == str(clean / "mine")
     assert jax.config.jax_persistent_cache_min_compile_time_secs == 5.0
     assert not (clean / "xdg").exists()
+
+
+def test_the_cache_is_capped_unless_the_user_capped_it(clean):
+    assert cache.enable_compilation_cache(clean / "capped") == str(clean / "capped")
+    assert jax.config.jax_compilation_cache_max_size == cache.MAX_CACHE_BYTES
+    jax.config.update("jax_compilation_cache_max_size", 12345)
+    assert cache.enable_compilation_cache() == str(clean / "capped")
+    assert jax.config.jax_compilation_cache_max_size == 12345
 
 
 def test_respects_jax_disable(clean):

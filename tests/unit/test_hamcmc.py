@@ -11,10 +11,14 @@ import pytest
 from numpyro.infer import MCMC
 
 from models import linear_gaussian
-from pplsamplers.infer.hamcmc import HAMCMC, SGRLD, HAMCMCConfig, SGRLDConfig, sgrld_spec
-from pplsamplers.infer.spec import STEP_SIZE_STEPS_PER_SAMPLE
-from pplsamplers.kernels import hamcmc, lbfgs, sgrld
-from pplsamplers.potential import build_potential
+from pplsamplers.estimator import build_estimator
+from pplsamplers.infer import HAMCMC, SGRLD
+from pplsamplers.kernels.sgmcmc import hamcmc, lbfgs, sgrld
+from pplsamplers.kernels.sgmcmc.hamcmc import HAMCMCOptions
+from pplsamplers.kernels.sgmcmc.sgrld import SGRLDOptions
+from pplsamplers.kernels.sgmcmc.sgrld import declare as sgrld_spec
+from pplsamplers.kernels.sgmcmc.step_size import STEP_SIZE_STEPS_PER_SAMPLE, step_size_at
+from pplsamplers.kernels.spec import WarmupContext
 
 # ----------------------------------------------------------------------------- references
 
@@ -136,7 +140,7 @@ def logistic_potential(dim=4, N=8, seed=0):
     X = jnp.asarray(rng.standard_normal((N, dim)))
     labels = jnp.asarray(rng.integers(0, 2, N) * 2.0 - 1.0)
     terms = lambda x, idx: (0.5 * x @ x, jnp.logaddexp(0.0, -labels[idx] * (X[idx] @ x)))
-    return build_potential(terms, dim=dim, N=N, n=N, init_position=jnp.zeros(dim))
+    return build_estimator(terms, dim=dim, N=N, n=N)
 
 
 def make_step(potential, step_size, memory_size=2, **tunables):
@@ -167,7 +171,7 @@ def test_pairs_exclude_theta_t_minus_M():
     states, _, keys, step = run_chain(step, start(jnp.full(4, 0.5)), 12)
     theta = [np.asarray(s.position) for s in states]  # theta[τ] = θ_τ
     jit_grad = jax.jit(potential.grad)
-    grad = lambda x: np.asarray(jit_grad(jnp.asarray(x), potential.all_indices()))
+    grad = lambda x: np.asarray(jit_grad(jnp.asarray(x), jnp.arange(potential.N)))
 
     def pairs_from_trajectory(trajectory, t):
         taus = range(t - M + 1, t)
@@ -222,7 +226,7 @@ def test_pairs_exclude_theta_t_minus_M():
 def test_first_2M_states_are_sgld_and_step_costs_two_gradients():
     M, gamma, eps = 3, 0.5, 0.1
     full = logistic_potential(N=20, seed=1)
-    potential = build_potential(full.terms, dim=4, N=20, n=5, init_position=jnp.zeros(4))
+    potential = build_estimator(full.terms, dim=4, N=20, n=5)
     step, start = make_step(potential, eps, M, initial_scale=gamma)
     states, infos, keys, _ = run_chain(step, start(jnp.zeros(4)), 2 * M + 2)
     grad, sample_indices = jax.jit(potential.grad), jax.jit(potential.sample_indices)
@@ -241,7 +245,7 @@ def test_first_2M_states_are_sgld_and_step_costs_two_gradients():
 def test_nonpositive_curvature_pairs_are_skipped_and_counted():
     # double well U = Σ (x² − 1)²: curvature 12x² − 4 < 0 near 0, so undamped pairs fail.
     terms = lambda x, idx: (jnp.sum((x**2 - 1.0) ** 2), jnp.zeros(idx.shape[0]))
-    potential = build_potential(terms, dim=3, N=1, n=1, init_position=jnp.zeros(3))
+    potential = build_estimator(terms, dim=3, N=1, n=1)
 
     @jax.jit
     def run(damping):
@@ -266,7 +270,7 @@ def test_misaligned_pairs_are_skipped_and_the_guard_measures_from_the_moved_poin
     (the adapter's divergence guard measures a step's length from it)."""
     scales = jnp.array([1.0, 400.0])  # U = ½ Σ a_i x_i²: y = A s is far from s's direction
     terms = lambda x, idx: (0.5 * jnp.sum(scales * x**2), jnp.zeros(idx.shape[0]))
-    potential = build_potential(terms, dim=2, N=1, n=1, init_position=jnp.zeros(2))
+    potential = build_estimator(terms, dim=2, N=1, n=1)
 
     @jax.jit
     def run():
@@ -292,21 +296,20 @@ def test_misaligned_pairs_are_skipped_and_the_guard_measures_from_the_moved_poin
 
 def test_step_size_schedule_is_constant_within_blocks_of_M():
     t = jnp.arange(1, 13)
-    eps = np.asarray(hamcmc.step_size_at(t, 1e-3, 3, "polynomial"))
+    eps = np.asarray(step_size_at(t, 1e-3, 3, "polynomial"))
     blocks = eps.reshape(4, 3)
     np.testing.assert_array_equal(blocks, blocks[:, :1].repeat(3, 1))
     np.testing.assert_allclose(blocks[:, 0], (1e-3 / np.array([3, 6, 9, 12])) ** 0.51)
-    assert float(hamcmc.step_size_at(jnp.asarray(7), 0.2, 3, "constant")) == 0.2
+    assert float(step_size_at(jnp.asarray(7), 0.2, 3, "constant")) == 0.2
 
 
 def test_no_dense_matrix_in_the_step_and_state_is_O_MD():
     dim, M = 7, 3
-    potential = build_potential(
+    potential = build_estimator(
         lambda x, idx: (0.5 * x @ x, jnp.sin(x[idx] * x[idx + 2])),
         dim=dim,
         N=5,
         n=5,
-        init_position=jnp.zeros(dim),
     )
     step, start = make_step(potential, 0.1, M)
     state = start(jnp.zeros(dim))
@@ -343,7 +346,7 @@ def test_no_dense_matrix_in_the_step_and_state_is_O_MD():
 def test_invalid_arguments_name_the_argument(kwargs, name):
     config = dict(step_size=1e-3, memory_size=2, damping=1.0, initial_scale=1.0) | kwargs
     with pytest.raises(ValueError, match=name):
-        HAMCMCConfig(**config)
+        HAMCMCOptions(**config)
     with pytest.raises(ValueError, match=name):
         HAMCMC(linear_gaussian.model, **config)
 
@@ -365,16 +368,18 @@ def test_sgrld_step_is_preconditioned_langevin():
     _, noise_key = jax.random.split(key)
     xi = np.asarray(jax.random.normal(noise_key, (3,), x.dtype))
     L = np.linalg.cholesky(G)
-    grad = np.asarray(potential.grad(x, potential.all_indices()))
+    grad = np.asarray(potential.grad(x, jnp.arange(potential.N)))
     expected = x - 0.2 * np.linalg.solve(G, grad) + np.sqrt(0.4) * np.linalg.solve(L.T, xi)
     np.testing.assert_allclose(new.position, expected, rtol=1e-10)
     np.testing.assert_allclose(again.position, expected, rtol=1e-10)
     assert int(info.data_evals) == potential.n
     for bad in (np.ones((2, 2)), np.triu(G), -G, np.ones(3)):
         with pytest.raises(ValueError, match="metric"):
-            SGRLDConfig(0.2, jnp.asarray(bad))
+            SGRLDOptions(0.2, jnp.asarray(bad))
+    zero = jnp.zeros(3)
+    context = WarmupContext(zero, None, None, zero, jnp.ones(3), whitened=False)
     with pytest.raises(ValueError, match="metric"):  # the model's dimension, once known
-        sgrld_spec(SGRLDConfig(0.2, 2 * np.eye(2))).default_params(key, potential)
+        sgrld_spec(SGRLDOptions(0.2, 2 * np.eye(2))).default_params(key, potential, context)
 
 
 # --------------------------------------------------------------------------- adapter
@@ -392,7 +397,7 @@ def test_adapter_exports_diagnostics_to_arviz():
         assert field in stats, field
     # two minibatch gradients per step (each datum costs twice with a control variate)
     steps = STEP_SIZE_STEPS_PER_SAMPLE * 2  # every step of a draw counts: ten per sub-chain
-    assert int(stats["data_evals"].min()) == 2 * 10 * kernel.potential.cost_per_datum * steps
+    assert int(stats["data_evals"].min()) == 2 * 10 * kernel.estimator.cost_per_datum * steps
     assert np.allclose(stats["step_size"], 0.1)
     assert "skipped pairs" in kernel.get_diagnostics_str(mcmc.last_state)
     assert mcmc.get_samples()["theta"].shape == (30, 2)
@@ -434,12 +439,12 @@ def test_full_data_steps_reuse_the_gradient_of_the_state_they_move():
         for slot in range(M):
             np.testing.assert_allclose(
                 state.history_gradients[slot],
-                jit_grad(state.history[slot], potential.all_indices()),
+                jit_grad(state.history[slot], jnp.arange(potential.N)),
                 rtol=1e-12,
                 atol=1e-14,
             )
     # a minibatch potential keeps two gradients per step and stores none
-    mini = build_potential(potential.terms, dim=4, N=potential.N, n=4, init_position=jnp.zeros(4))
+    mini = build_estimator(potential.terms, dim=4, N=potential.N, n=4)
     step, start = make_step(mini, 0.3, M)
     mini_states, mini_infos, _, _ = run_chain(step, start(jnp.full(4, 0.5)), 4)
     assert int(mini_infos[-1].data_evals) == 2 * 4

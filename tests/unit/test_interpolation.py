@@ -1,4 +1,4 @@
-"""Adaptive interpolation thinning (pplsamplers/pdmp/interpolation.py, Goan et al. Alg. 2)."""
+"""Adaptive interpolation thinning (pplsamplers.kernels.pdmp.interpolation, Goan et al. Alg. 2)."""
 
 import jax
 import jax.numpy as jnp
@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from pplsamplers.pdmp.builder import ThinningOptions
-from pplsamplers.pdmp.interpolation import (
+from pplsamplers.kernels.pdmp.builder import ThinningOptions
+from pplsamplers.kernels.pdmp.interpolation import (
     Envelope,
     envelope_rate,
     fresh_envelope,
     interpolation_thinning,
 )
-from pplsamplers.pdmp.lack_of_fit import curvature, no_fit, observe
-from pplsamplers.pdmp.poisson import integrated_linear_rate, linear_rate_arrival
+from pplsamplers.kernels.pdmp.lack_of_fit import curvature, no_fit, observe
+from pplsamplers.kernels.pdmp.poisson import integrated_linear_rate, linear_rate_arrival
 
 
 def _envelope(time, rate, slope, noise=0.0, slope_noise=0.0, gap=0.25, fit=None):

@@ -1,4 +1,4 @@
-"""The windowed refinement of each chain's preconditioner (``pplsamplers.infer.metric``).
+"""The windowed refinement of each chain's preconditioner (``pplsamplers.warmup.metric``).
 
 Deterministic invariants of the update (eq. 1 of the module), and one adapter run on a
 posterior whose Laplace approximation is too narrow (a Student-t with 3 degrees of freedom:
@@ -14,7 +14,9 @@ import pytest
 from numpyro.infer import MCMC
 
 from pplsamplers import SGLD
-from pplsamplers.infer import metric
+from pplsamplers.estimator import Whitening
+from pplsamplers.kernels.welford import WindowStats, effective_count
+from pplsamplers.warmup import metric
 
 
 def test_windows_are_numpyros_slow_windows():
@@ -24,10 +26,10 @@ def test_windows_are_numpyros_slow_windows():
     assert metric.window_ends(0) == ()
 
 
-def _stats(draws: np.ndarray, dense: bool) -> metric.MetricStats:
+def _stats(draws: np.ndarray, dense: bool) -> WindowStats:
     shape = (draws.shape[1],) * (2 if dense else 1)
     empty = jnp.zeros(draws.shape[1])
-    stats = metric.MetricStats(jnp.zeros(()), empty, jnp.zeros(shape, draws.dtype), empty, empty)
+    stats = WindowStats(jnp.zeros(()), empty, jnp.zeros(shape, draws.dtype), empty, empty)
     for z in draws:
         stats = metric.accumulate(stats, jnp.asarray(z))
     return stats
@@ -44,13 +46,13 @@ def test_refine_recovers_the_window_moments_and_keeps_x(dense):
     draws = shift + rng.standard_normal((count, dim)) @ root.T
     old_factor = np.array([[1.0, 0.0, 0.0], [0.5, 2.0, 0.0], [0.1, 0.2, 0.5]])
     factor0 = jnp.asarray(old_factor if dense else np.diag(old_factor))
-    old = metric.Metric(jnp.array([0.3, 0.2, 0.1]), factor0)
+    old = Whitening(jnp.array([0.3, 0.2, 0.1]), factor0)
     new, map_shift, map_root, ok = metric.refine(old, _stats(draws, dense))
     assert bool(ok)
     # the window's mean moves the center (weighted by its effective count against the
     # regularisation's five draws); its covariance (λ = D / n shrinks little) the scale
     old_full = old_factor if dense else np.diag(np.diag(old_factor))
-    effective = np.asarray(metric.effective_count(_stats(draws, dense)))
+    effective = np.asarray(effective_count(_stats(draws, dense)))
     weight = effective / (effective + metric.REGULARIZATION)
     assert np.all(weight > 0.99)
     np.testing.assert_allclose(
@@ -77,8 +79,8 @@ def test_autocorrelated_draws_count_for_less():
     ar = np.zeros((2000, 2))
     for t in range(1, 2000):  # AR(1) with ρ = 0.9: ESS fraction 0.1 / 1.9 ≈ 0.053
         ar[t] = 0.9 * ar[t - 1] + np.sqrt(1 - 0.81) * rng.standard_normal(2)
-    n_iid = np.asarray(metric.effective_count(_stats(independent, dense=False)))
-    n_ar = np.asarray(metric.effective_count(_stats(ar, dense=False)))
+    n_iid = np.asarray(effective_count(_stats(independent, dense=False)))
+    n_ar = np.asarray(effective_count(_stats(ar, dense=False)))
     assert n_iid.shape == n_ar.shape == (2,)  # one count per coordinate
     assert np.all((1800 < n_iid) & (n_iid <= 2000))
     assert np.all((0.035 * 2000 < n_ar) & (n_ar < 0.075 * 2000))
@@ -98,7 +100,7 @@ def test_a_stuck_coordinate_keeps_its_scale_while_the_others_adapt(dense):
     for t in range(1, count):  # ρ = 0.99, spread about 0.1
         stuck[t] = 0.99 * stuck[t - 1] + 0.1 * np.sqrt(1 - 0.99**2) * rng.standard_normal()
     draws[:, 0] = stuck
-    old = metric.Metric(jnp.zeros(dim), jnp.eye(dim) if dense else jnp.ones(dim))
+    old = Whitening(jnp.zeros(dim), jnp.eye(dim) if dense else jnp.ones(dim))
     new, _, _, ok = metric.refine(old, _stats(draws, dense))
     assert bool(ok)
     factor = np.asarray(new.factor) if dense else np.diag(np.asarray(new.factor))
@@ -109,7 +111,7 @@ def test_a_stuck_coordinate_keeps_its_scale_while_the_others_adapt(dense):
 
 
 def test_few_draws_shrink_to_the_current_metric_and_nan_keeps_it():
-    old = metric.Metric(jnp.zeros(4), jnp.eye(4))
+    old = Whitening(jnp.zeros(4), jnp.eye(4))
     one_draw = _stats(np.ones((1, 4)), dense=True)
     new, _, _, ok = metric.refine(old, one_draw)  # fewer than two draws: no update
     assert not bool(ok) and np.array_equal(new.factor, old.factor)
@@ -140,13 +142,13 @@ def test_warmup_widens_a_too_narrow_laplace_metric():
         progress_bar=False,
     )
     mcmc.run(jax.random.key(3), y=jnp.zeros(200))
-    laplace = float(kernel.prepared.factor.reshape(-1)[0])
+    laplace = float(kernel.setup.whitening.factor.reshape(-1)[0])
     refined = np.abs(np.asarray(mcmc.last_state.metric.factor).reshape(2, -1)[:, 0])
     assert abs(laplace - np.sqrt(3.0) / 2.0) < 0.05
     # the window variance of a heavy-tailed t₃ from autocorrelated draws is noisy: on average
     # over the chains the metric moves most of the way to √3, and each chain widens it
     assert np.mean(refined) > 1.3 * laplace and np.all(refined > 1.1 * laplace), refined
-    assert "refined from each chain's draws" in kernel.prepared.notes["precondition"]
+    assert "refined from each chain's draws" in kernel.setup.notes["precondition"]
 
 
 def test_a_given_covariance_is_not_refined():
@@ -171,6 +173,8 @@ def test_an_accurate_laplace_approximation_is_not_refined():
     mcmc = MCMC(kernel, num_warmup=300, num_samples=10, progress_bar=False)
     mcmc.run(jax.random.key(5), y=jnp.ones(200))
     assert mcmc.last_state.metric_stats is None
-    assert "not refined from the chains' draws" in kernel.prepared.notes["precondition"]
+    assert "not refined from the chains' draws" in kernel.setup.notes["precondition"]
     # the whitening itself is the exact posterior scale 1/√(200 + 1/100)
-    np.testing.assert_allclose(np.ravel(kernel.prepared.factor)[0], 1 / np.sqrt(200.01), rtol=1e-4)
+    np.testing.assert_allclose(
+        np.ravel(kernel.setup.whitening.factor)[0], 1 / np.sqrt(200.01), rtol=1e-4
+    )

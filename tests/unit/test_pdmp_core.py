@@ -1,4 +1,4 @@
-"""Invariants of the shared PDMP core (pplsamplers.pdmp): flows, reflections, refreshment,
+"""Invariants of the shared PDMP core (pplsamplers.kernels.pdmp): flows, reflections, refreshment,
 exact Poisson inversion (linear and piecewise-linear rates), the grid driver's exact
 time-averages (SBPS eq. 19), and the skeleton / integrate pair."""
 
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pplsamplers.pdmp.driver import advance, integrate, run_skeleton
-from pplsamplers.pdmp.flow import linear_flow, reflect, refresh_sphere
-from pplsamplers.pdmp.poisson import integrated_linear_rate, linear_rate_arrival
-from pplsamplers.pdmp.thinning import piecewise_linear_arrival
+from pplsamplers.kernels.pdmp.driver import advance, integrate, run_skeleton
+from pplsamplers.kernels.pdmp.flow import linear_flow, reflect, refresh_sphere
+from pplsamplers.kernels.pdmp.poisson import integrated_linear_rate, linear_rate_arrival
+from pplsamplers.kernels.pdmp.thinning import piecewise_linear_arrival
 
 
 # ---------------------------------------------------------------------------- flows
@@ -227,18 +227,26 @@ def test_skeleton_and_integrate_agree_with_advance():
 
 # ------------------------------------------------------------------ the one builder
 def test_builder_gives_one_info_and_a_skeleton_that_matches_the_kernel_flow():
-    from pplsamplers.kernels import boomerang, bps
-    from pplsamplers.kernels.boomerang_reference import gaussian_reference
-    from pplsamplers.pdmp.events import PDMPInfo
-    from pplsamplers.potential import build_potential
+    from pplsamplers.estimator import build_estimator
+    from pplsamplers.kernels.pdmp import boomerang, bps
+    from pplsamplers.kernels.pdmp.builder import ThinningOptions
+    from pplsamplers.kernels.pdmp.events import PDMPInfo
+    from pplsamplers.kernels.pdmp.reference import gaussian_reference
 
     terms = lambda x, idx: (x @ x, jnp.zeros(idx.shape[0]))  # N(0, I/2): bounces
-    potential = build_potential(terms, dim=2, N=1, n=1, init_position=jnp.zeros(2))
+    potential = build_estimator(terms, dim=2, N=1, n=1)
+    # the former defaults of make_params (its times are required now)
+    bps_times = dict(sample_interval=1.0, t_init=0.1, max_extrapolation=1.0)
+    boomerang_times = dict(sample_interval=1.0, t_init=0.25, max_extrapolation=0.5)
+    reference = gaussian_reference(jnp.zeros(2), jnp.ones(2))
     declared = [
-        (bps.build_pdmp(alpha=1.0), bps.make_params(2, refresh_rate=0.0)),
+        (
+            bps.build_pdmp(thinning=ThinningOptions(alpha=1.0)),
+            bps.make_params(2, refresh_rate=0.0, **bps_times),
+        ),
         (
             boomerang.build_pdmp(),
-            boomerang.make_params(gaussian_reference(jnp.zeros(2), jnp.ones(2)), refresh_rate=0),
+            boomerang.make_params(reference, refresh_rate=0, **boomerang_times),
         ),
     ]
     for pdmp, params in declared:

@@ -1,5 +1,7 @@
 """Unit invariants of the potential layer (DESIGN §6), in float64."""
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -8,24 +10,21 @@ import numpyro.distributions as dist
 import pytest
 
 from models import linear_gaussian, logistic_regression
-from pplsamplers.potential import (
-    build_potential,
-    find_map,
-    make_potential,
-    with_batch_size,
-    with_control_variate,
-)
+from pplsamplers.estimator import build_potential, with_batch_size, with_control_variate
+from pplsamplers.model import make_potential
+from pplsamplers.warmup import find_map
 
 
 @pytest.fixture(scope="module")
 def logreg():
     (X, y), _ = logistic_regression.load_data(N=120, d=4, seed=3)
     X = X.astype(jnp.float64)
-    return make_potential(logistic_regression.model, (X, y), subsample_size=12), (X, y)
+    potential = make_potential(logistic_regression.model, (X, y), subsample_size=12)
+    return potential.estimator, (X, y), potential.init_position
 
 
 def test_directional_equals_grad_dot_v(logreg):
-    pot, _ = logreg
+    pot, _, _ = logreg
     x = jax.random.normal(jax.random.key(0), (pot.dim,))
     v = jax.random.normal(jax.random.key(1), (pot.dim,))
     idx = pot.sample_indices(jax.random.key(2))
@@ -35,7 +34,7 @@ def test_directional_equals_grad_dot_v(logreg):
 
 
 def test_per_example_terms_plus_prior_equal_total(logreg):
-    pot, _ = logreg
+    pot, _, _ = logreg
     x = jax.random.normal(jax.random.key(4), (pot.dim,))
     v = jax.random.normal(jax.random.key(5), (pot.dim,))
     idx = pot.sample_indices(jax.random.key(6))
@@ -50,7 +49,7 @@ def test_per_example_terms_plus_prior_equal_total(logreg):
 
 
 def test_matches_hand_written_potential(logreg):
-    pot, (X, y) = logreg
+    pot, (X, y), _ = logreg
     hand = logistic_regression.hand_written_terms(X, y)
     x = jax.random.normal(jax.random.key(7), (pot.dim,))
     idx = jnp.arange(10)
@@ -59,7 +58,7 @@ def test_matches_hand_written_potential(logreg):
 
 
 def test_average_over_disjoint_batches_is_full_potential(logreg):
-    pot, _ = logreg
+    pot, _, _ = logreg
     x = jax.random.normal(jax.random.key(8), (pot.dim,))
     batches = jnp.arange(pot.N).reshape(-1, pot.n)
     values = jax.vmap(lambda idx: pot.value_and_grad(x, idx))(batches)
@@ -69,11 +68,11 @@ def test_average_over_disjoint_batches_is_full_potential(logreg):
 
 
 def test_full_value_and_grad_chunking_is_exact(logreg):
-    pot, (X, y) = logreg
+    pot, (X, y), _ = logreg
     hand = logistic_regression.hand_written_terms(X, y)
     chunked = build_potential(
         hand, dim=pot.dim, N=pot.N, n=pot.n, init_position=jnp.zeros(pot.dim), chunk_size=7
-    )  # 120 = 17 * 7 + 1: a padded last chunk
+    ).estimator  # 120 = 17 * 7 + 1: a padded last chunk
     x = jax.random.normal(jax.random.key(9), (pot.dim,))
     a, ga = chunked.full_value_and_grad(x)
     b, gb = pot.full_value_and_grad(x)
@@ -95,7 +94,7 @@ def test_jacobian_term_for_constrained_site():
     expected = -(
         dist.HalfNormal(2.0).log_prob(scale) + u[0] + dist.Normal(0.0, scale).log_prob(y).sum()
     )
-    np.testing.assert_allclose(pot.value(u, jnp.arange(10)), expected, rtol=1e-12)
+    np.testing.assert_allclose(pot.estimator.value(u, jnp.arange(10)), expected, rtol=1e-12)
     np.testing.assert_allclose(pot.constrain(u)["scale"], scale)
 
 
@@ -109,8 +108,8 @@ def test_constrain_round_trips():
 
 
 def test_control_variate_gradient_is_unbiased(logreg):
-    pot, _ = logreg
-    anchor = find_map(jax.random.key(0), pot, num_steps=100).position
+    pot, _, init_position = logreg
+    anchor = find_map(jax.random.key(0), pot, init_position, num_steps=100).position
     cv = with_control_variate(pot, anchor)
     x = anchor + 0.3 * jax.random.normal(jax.random.key(10), (pot.dim,))
     batches = jnp.arange(pot.N).reshape(-1, pot.n)  # every datum once: the exact expectation
@@ -130,22 +129,24 @@ def test_control_variate_gradient_is_unbiased(logreg):
 
 def test_subsample_size_overrides_model_plate():
     args, kwargs = linear_gaussian.load_data(N=50, D=2)
-    assert make_potential(linear_gaussian.model, args, kwargs).n == 50
-    assert make_potential(linear_gaussian.model, args, dict(kwargs, subsample_size=5)).n == 5
+    assert make_potential(linear_gaussian.model, args, kwargs).estimator.n == 50
+    assert (
+        make_potential(linear_gaussian.model, args, dict(kwargs, subsample_size=5)).estimator.n == 5
+    )
     assert (
         make_potential(
             linear_gaussian.model, args, dict(kwargs, subsample_size=5), subsample_size=10
-        ).n
+        ).estimator.n
         == 10
     )
-    pot = make_potential(linear_gaussian.model, args, kwargs, subsample_size=10)
+    pot = make_potential(linear_gaussian.model, args, kwargs, subsample_size=10).estimator
     assert with_batch_size(pot, 25).n == 25
     assert pot.sample_indices(jax.random.key(0)).shape == (10,)
     assert bool(jnp.all(pot.sample_indices(jax.random.key(0)) < 50))
 
 
 def test_noise_variance_zero_for_full_batch(logreg):
-    pot, _ = logreg
+    pot, _, _ = logreg
     full = with_batch_size(pot, pot.N)
     assert float(full.noise_variance(jnp.arange(float(pot.N)))) == 0.0
     per_example = jnp.arange(12.0)
@@ -158,23 +159,26 @@ def test_find_map_matches_analytic_posterior_mode():
     args, kwargs = linear_gaussian.load_data(N=200, D=3, correlation=0.5)
     pot = make_potential(linear_gaussian.model, args, kwargs, subsample_size=20)
     mean, _ = linear_gaussian.posterior(*args, **kwargs)
-    result = find_map(jax.random.key(1), pot)
+    result = find_map(jax.random.key(1), pot.estimator, pot.init_position)
     np.testing.assert_allclose(result.position, mean, atol=1e-6)
     assert float(result.grad_norm) < 1e-6
 
 
 def test_transforms_keep_chunk_size_and_coordinates(logreg):
-    pot, (X, y) = logreg
+    pot, (X, y), _ = logreg
     hand = logistic_regression.hand_written_terms(X, y)
     chunked = build_potential(
         hand, dim=pot.dim, N=pot.N, n=pot.n, init_position=jnp.zeros(pot.dim), chunk_size=7
-    )
+    ).estimator
     resized = with_batch_size(chunked, 30)
     anchored = with_control_variate(resized, jnp.zeros(pot.dim))
     assert resized.chunk_size == anchored.chunk_size == with_batch_size(anchored, 5).chunk_size == 7
     x = jnp.arange(float(pot.dim))
-    np.testing.assert_array_equal(anchored.to_model(x), x)  # identity unless preconditioned
-    np.testing.assert_array_equal(anchored.from_model(x), x)
+    # the transforms keep the model's coordinates (estimators carry no coordinate maps now:
+    # the transformed estimator is U at the same x)
+    np.testing.assert_allclose(
+        anchored.full_value_and_grad(x)[0], chunked.full_value_and_grad(x)[0], rtol=1e-10
+    )
 
 
 # ---------------------------- float32 at large N: differences of U, summed datum by datum
@@ -194,7 +198,8 @@ def test_full_value_difference_is_accurate_in_float32_where_u_is_not():
     """At N = 10⁶ in float32, U ≈ 10⁶ is rounded to its spacing (1/16) and the chunk sums add
     more: U(x) − U(x*) misses a rise of ½ t² by up to 1.1 (measured), while the difference
     summed datum by datum is within 5e-4."""
-    pot, centre = _offset_gaussian(1_000_000, jnp.float32)
+    potential, centre = _offset_gaussian(1_000_000, jnp.float32)
+    pot = potential.estimator
     x = jnp.asarray(centre, jnp.float32)
     steps = (0.25, 0.5, 1.0, 2.0)
     exact = [0.5 * t**2 for t in steps]
@@ -206,7 +211,7 @@ def test_full_value_difference_is_accurate_in_float32_where_u_is_not():
 
 
 def test_full_value_difference_matches_the_difference_of_values(logreg):
-    pot, _ = logreg  # float64, a global term (the prior) and chunks
+    pot, _, _ = logreg  # float64, a global term (the prior) and chunks
     keys = jax.random.split(jax.random.key(4))
     x, y = (jax.random.normal(k, (pot.dim,)) for k in keys)
     expected = pot.full_value_and_grad(x)[0] - pot.full_value_and_grad(y)[0]
@@ -223,7 +228,7 @@ def test_shape_probes_read_a_float32_gaussian_at_large_n_as_gaussian():
     from pplsamplers.select.features import probe_features
 
     pot, _ = _offset_gaussian(1_000_000, jnp.float32)
-    features = probe_features(jax.random.key(0), pot)
+    features = probe_features(jax.random.key(0), pot, pot.estimator)
     assert features["quadratic_misfit"] < 0.01
     assert abs(features["tail_growth"] - 1.0) < 0.01
     assert features["skewness"] < 0.01
@@ -237,25 +242,26 @@ def test_float32_data_with_x64_enabled_give_a_full_pass_at_any_position_dtype():
     data = (jnp.asarray(X, jnp.float32), jnp.asarray(y, jnp.float32))
     pot = make_potential(logistic_regression.model, data, subsample_size=30, chunk_size=64)
     for dtype in (jnp.float32, jnp.float64):
-        value, grad = pot.full_value_and_grad(jnp.full(pot.dim, 0.1, dtype))
+        value, grad = pot.estimator.full_value_and_grad(jnp.full(pot.dim, 0.1, dtype))
         assert np.isfinite(float(value)) and np.all(np.isfinite(np.asarray(grad)))
-    assert np.isfinite(float(find_map(jax.random.key(0), pot).potential))
+    result = find_map(jax.random.key(0), pot.estimator, pot.init_position)
+    assert np.isfinite(float(result.potential))
 
 
 def test_large_data_compiled_as_constants_get_one_warning_line(monkeypatch):
     """``import jax`` before ``import pplsamplers`` leaves JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS
     unset: then the data are embedded in every program, which the user must hear about once
     (the suite itself runs with the flag set, so it is simulated here)."""
-    from pplsamplers.potential import sharding
+    from pplsamplers.model import sharding
 
     monkeypatch.setattr(sharding, "constants_are_arguments", lambda: False)
-    monkeypatch.setattr(sharding, "_embedded_warned", False)
     monkeypatch.setattr(sharding, "EMBEDDED_DATA_WARN_BYTES", 1000)
     (X, y), _ = logistic_regression.load_data(N=200, d=3, seed=0)
-    with pytest.warns(UserWarning, match="JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS=1") as record:
-        make_potential(logistic_regression.model, (X, y), subsample_size=20)
-        make_potential(logistic_regression.model, (X, y), subsample_size=20)
-    assert sum("compiled into every program" in str(w.message) for w in record) == 1
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("default")  # what users have: one line per place in their code
+        for _ in range(2):
+            make_potential(logistic_regression.model, (X, y), subsample_size=20)
+    lines = [str(w.message) for w in record if "compiled into every program" in str(w.message)]
+    assert len(lines) == 1 and "JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS=1" in lines[0]
     monkeypatch.setattr(sharding, "constants_are_arguments", lambda: True)
-    monkeypatch.setattr(sharding, "_embedded_warned", False)
     assert not sharding.warn_embedded_data((X, y))

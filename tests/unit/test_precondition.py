@@ -9,19 +9,18 @@ import numpyro
 import numpyro.distributions as dist
 import pytest
 
-from pplsamplers.potential import (
+from pplsamplers.estimator import (
+    Whitening,
     build_potential,
-    find_map,
+    check_whitening,
     full_hessian,
-    make_potential,
-    posterior_scale,
-    suggest_batch_size,
+    whiten,
     with_batch_size,
     with_control_variate,
-    with_preconditioner,
 )
-from pplsamplers.potential.map import full_value_with_grad
-from pplsamplers.potential.precondition import whiten
+from pplsamplers.model import make_potential
+from pplsamplers.warmup import find_map, posterior_scale, suggest_batch_size
+from pplsamplers.warmup.mode import full_value_with_grad
 
 
 def raw_design(N, seed=0):
@@ -38,7 +37,7 @@ def linear_potential(N, n, seed=0, chunk_size=4096):
     Xj, yj = jnp.asarray(X), jnp.asarray(y)
     terms = lambda x, idx: (jnp.zeros(()), 0.5 * (yj[idx] - Xj[idx] @ x) ** 2)
     pot = build_potential(terms, dim=4, N=N, n=n, init_position=jnp.zeros(4), chunk_size=chunk_size)
-    return pot, X, y
+    return pot.estimator, X, y
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +57,8 @@ def test_whitened_potential_is_the_affine_pullback(small, kind):
     pot, X, mode = small
     L = factors(X)[kind]
     Lm = L if L.ndim == 2 else jnp.diag(L)
-    white = with_preconditioner(pot, mode, L)
+    w = check_whitening(Whitening(jnp.asarray(mode), L), 4)
+    white = whiten(pot, w)
     z = jax.random.normal(jax.random.key(0), (4,))
     v = jax.random.normal(jax.random.key(1), (4,))
     x = mode + Lm @ z
@@ -75,11 +75,10 @@ def test_whitened_potential_is_the_affine_pullback(small, kind):
     full_z, full_x = white.full_value_and_grad(z), pot.full_value_and_grad(x)
     np.testing.assert_allclose(full_z[0], full_x[0], rtol=1e-12)
     np.testing.assert_allclose(full_z[1], Lm.T @ full_x[1], rtol=1e-9, atol=1e-9)
-    np.testing.assert_allclose(white.to_model(z), x, rtol=1e-12)
-    np.testing.assert_allclose(white.from_model(x), z, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(w.to_x(z), x, rtol=1e-12)
+    np.testing.assert_allclose(w.to_z(x), z, rtol=1e-9, atol=1e-9)
     batch = jnp.stack([z, 2 * z, -z])  # draws, (num_draws, D), map as a batch
-    np.testing.assert_allclose(white.from_model(white.to_model(batch)), batch, atol=1e-9)
-    np.testing.assert_allclose(white.unravel(z)["x"], x, rtol=1e-12)
+    np.testing.assert_allclose(w.to_z(w.to_x(batch)), batch, atol=1e-9)
     # the curvature pulls back as Lᵀ H L: the identity for the dense Laplace factor
     expected = np.eye(4) if kind == "dense" else Lm.T @ X.T @ X @ Lm
     np.testing.assert_allclose(full_hessian(white, jnp.zeros(4)), expected, atol=1e-8)
@@ -88,25 +87,30 @@ def test_whitened_potential_is_the_affine_pullback(small, kind):
 def test_composes_with_control_variate_batch_size_and_nesting(small):
     pot, X, mode = small
     L = factors(X)["dense"]
+    w = check_whitening(Whitening(jnp.asarray(mode), L), 4)
     cv = with_control_variate(pot, mode)
-    white = with_preconditioner(cv, mode, L)
+    white = whiten(cv, w)
     assert white.cost_per_datum == 2 and white.chunk_size == 64
-    np.testing.assert_allclose(white.anchor, np.zeros(4), atol=1e-9)
+    assert white.control_variate
+    np.testing.assert_allclose(w.to_z(jnp.asarray(mode)), np.zeros(4), atol=1e-9)  # the anchor in z
     z = jnp.array([0.3, -0.2, 1.0, 0.5])
     batches = jnp.arange(300).reshape(-1, 30)  # each datum once: the exact expectation
     grads = jax.vmap(lambda idx: white.grad(z, idx))(batches)
     np.testing.assert_allclose(grads.mean(0), white.full_value_and_grad(z)[1], atol=1e-8)
     resized = with_batch_size(white, 60)
     assert (resized.n, resized.chunk_size, resized.cost_per_datum) == (60, 64, 2)
-    np.testing.assert_allclose(resized.to_model(z), white.to_model(z))
     np.testing.assert_allclose(resized.value(z, batches[0]), white.value(z, batches[0]))
     # control variates after whitening: the same estimator
-    after = with_control_variate(with_preconditioner(pot, mode, L), jnp.zeros(4))
+    after = with_control_variate(whiten(pot, w), jnp.zeros(4))
     np.testing.assert_allclose(after.grad(z, batches[1]), white.grad(z, batches[1]), atol=1e-8)
     # nested: x = m + L (c2 + 2 z)
-    nested = with_preconditioner(white, jnp.ones(4), 2.0 * jnp.ones(4))
-    np.testing.assert_allclose(nested.to_model(z), white.to_model(1.0 + 2.0 * z), rtol=1e-12)
-    np.testing.assert_allclose(nested.from_model(nested.to_model(z)), z, atol=1e-9)
+    w2 = check_whitening(Whitening(jnp.ones(4), 2.0 * jnp.ones(4)), 4)
+    nested = whiten(white, w2)
+    np.testing.assert_allclose(w.to_x(w2.to_x(z)), w.to_x(1.0 + 2.0 * z), rtol=1e-12)
+    np.testing.assert_allclose(
+        nested.value(z, batches[0]), white.value(1.0 + 2.0 * z, batches[0]), rtol=1e-12
+    )
+    np.testing.assert_allclose(w2.to_z(w.to_z(w.to_x(w2.to_x(z)))), z, atol=1e-9)
 
 
 def test_a_traced_factor_is_never_transposed_inside_a_loop():
@@ -116,11 +120,11 @@ def test_a_traced_factor_is_never_transposed_inside_a_loop():
     10⁴ data); as a product with L itself it has none (26e545c)."""
     dim = 7
     terms = lambda x, idx: (0.5 * jnp.sum(x**2), jnp.sum(x) * jnp.ones(idx.shape[0]))
-    pot = build_potential(terms, dim=dim, N=50, n=50, init_position=jnp.zeros(dim))
+    pot = build_potential(terms, dim=dim, N=50, n=50, init_position=jnp.zeros(dim)).estimator
 
     def loop(center, factor, z, v):
-        white = whiten(pot, center, factor)
-        rows = white.all_indices()
+        white = whiten(pot, Whitening(center, factor))
+        rows = jnp.arange(white.N)
 
         def body(i, carry):
             z, total = carry
@@ -146,39 +150,38 @@ def test_unravel_constrain_round_trip_and_inits():
     y = jnp.linspace(-1.0, 3.0, 50)
     pot = make_potential(_scale_model, (y,), subsample_size=10)
     center, factor = jnp.array([1.0, 0.2]), jnp.array([[0.3, 0.0], [0.1, 0.2]])
-    white = with_preconditioner(pot, center, factor)
+    # the whitened potential is gone: the model's maps compose with the Whitening's to_x/to_z
+    w = check_whitening(Whitening(center, factor), 2)
     z = jnp.array([0.5, -1.5])
     x = center + factor @ z
     for key in ("loc", "scale"):
-        np.testing.assert_allclose(white.unravel(z)[key], pot.unravel(x)[key], rtol=1e-12)
-        np.testing.assert_allclose(white.constrain(z)[key], pot.constrain(x)[key], rtol=1e-12)
-    np.testing.assert_allclose(white.constrain(z)["scale"], np.exp(x[1]), rtol=1e-12)
-    np.testing.assert_allclose(white.unconstrain(white.constrain(z)), z, atol=1e-10)
-    # "laplace": start at the center, draw N(0, I); "model": the model's own start
-    np.testing.assert_allclose(white.init_position, np.zeros(2))
-    assert white.draw_init(jax.random.key(0)).shape == (2,)
-    own = with_preconditioner(pot, center, factor, init="model")
-    np.testing.assert_allclose(own.to_model(own.init_position), pot.init_position, atol=1e-10)
-    draw = own.draw_init(jax.random.key(3))
-    np.testing.assert_allclose(own.to_model(draw), pot.draw_init(jax.random.key(3)), atol=1e-10)
+        np.testing.assert_allclose(pot.unravel(w.to_x(z))[key], pot.unravel(x)[key], rtol=1e-12)
+        np.testing.assert_allclose(pot.constrain(w.to_x(z))[key], pot.constrain(x)[key], rtol=1e-12)
+    np.testing.assert_allclose(pot.constrain(w.to_x(z))["scale"], np.exp(x[1]), rtol=1e-12)
+    np.testing.assert_allclose(w.to_z(pot.unconstrain(pot.constrain(w.to_x(z)))), z, atol=1e-10)
+    # "laplace": start at the center (z = 0); "model": the model's own start, mapped to z
+    np.testing.assert_allclose(w.to_x(jnp.zeros(2)), center)
+    own = w.to_z(pot.init_position)
+    np.testing.assert_allclose(w.to_x(own), pot.init_position, atol=1e-10)
+    draw = w.to_z(pot.draw_init(jax.random.key(3)))
+    np.testing.assert_allclose(w.to_x(draw), pot.draw_init(jax.random.key(3)), atol=1e-10)
 
 
 def test_bad_preconditioner_names_the_argument(small):
     pot, _, mode = small
+    mode = jnp.asarray(mode)
     with pytest.raises(ValueError, match="factor must be"):
-        with_preconditioner(pot, mode, jnp.ones(3))
+        check_whitening(Whitening(mode, jnp.ones(3)), pot.dim)
     with pytest.raises(ValueError, match="center must"):
-        with_preconditioner(pot, jnp.ones(3), jnp.ones(4))
+        check_whitening(Whitening(jnp.ones(3), jnp.ones(4)), pot.dim)
     with pytest.raises(ValueError, match="singular"):
-        with_preconditioner(pot, mode, jnp.ones((4, 4)))
-    with pytest.raises(ValueError, match="init"):
-        with_preconditioner(pot, mode, jnp.ones(4), init="prior")
+        check_whitening(Whitening(mode, jnp.ones((4, 4))), pot.dim)
 
 
 def test_find_map_raw_scale_linear_regression_matches_ols():
     pot, X, y = linear_potential(100_000, 1000)
     ols = np.linalg.solve(X.T @ X, X.T @ y)
-    result = find_map(jax.random.key(0), pot)
+    result = find_map(jax.random.key(0), pot, jnp.zeros(4))
     assert bool(result.converged)
     np.testing.assert_allclose(result.position, ols, rtol=1e-6)
     assert float(result.scaled_grad_norm) < 1e-6
@@ -190,28 +193,28 @@ def test_find_map_raw_scale_linear_regression_matches_ols():
 def test_find_map_warm_start_and_scale_converge():
     pot, X, y = linear_potential(2000, 100, seed=3)
     ols = np.linalg.solve(X.T @ X, X.T @ y)
-    plain = find_map(jax.random.key(0), pot)
-    warm = find_map(jax.random.key(1), pot, num_steps=200)
+    plain = find_map(jax.random.key(0), pot, jnp.zeros(4))
+    warm = find_map(jax.random.key(1), pot, jnp.zeros(4), num_steps=200)
     assert bool(warm.converged)
     np.testing.assert_allclose(warm.position, ols, rtol=1e-6)
     assert float(warm.num_evals) > 200 * 100  # Adam's minibatches count
-    scaled = find_map(jax.random.key(0), pot, scale=factors(X)["dense"])  # the exact metric
+    exact_metric = factors(X)["dense"]
+    scaled = find_map(jax.random.key(0), pot, jnp.zeros(4), scale=exact_metric)
     assert bool(scaled.converged) and float(scaled.num_evals) <= float(plain.num_evals)
     np.testing.assert_allclose(scaled.position, ols, rtol=1e-6)
 
 
 def test_find_map_reports_non_convergence_and_compiles_once():
     pot, X, y = linear_potential(2000, 100, seed=2)
-    stopped = find_map(jax.random.key(0), pot, polish_steps=2)
+    stopped = find_map(jax.random.key(0), pot, jnp.zeros(4), polish_steps=2)
     assert not bool(stopped.converged) and float(stopped.scaled_grad_norm) > 1e-6
     assert int(stopped.num_iterations) == 2
-    from pplsamplers.potential import map as map_module
+    from pplsamplers.warmup import mode as map_module
 
-    before = len(map_module._CACHE)
-    runner = next(reversed(map_module._CACHE.values()))[1]  # the most recent entry: ours
-    compiled = runner._cache_size()
-    again = find_map(jax.random.key(1), pot, init_position=jnp.ones(4), polish_steps=2)
-    assert len(map_module._CACHE) == before and runner._cache_size() == compiled
+    # the search is one jit keyed on (estimator, config): no new program for another start
+    compiled = map_module._search._cache_size()
+    again = find_map(jax.random.key(1), pot, jnp.ones(4), retry_at_origin=False, polish_steps=2)
+    assert map_module._search._cache_size() == compiled
     assert not bool(again.converged)
 
 
@@ -224,12 +227,12 @@ def test_find_map_raw_logistic_regression_matches_newton():
         jnp.zeros(()),
         jnp.logaddexp(0.0, Xj[idx] @ x) - yj[idx] * (Xj[idx] @ x),
     )
-    pot = build_potential(terms, dim=4, N=len(yv), n=200, init_position=jnp.zeros(4))
+    pot = build_potential(terms, dim=4, N=len(yv), n=200, init_position=jnp.zeros(4)).estimator
     beta = np.zeros(4)
     for _ in range(30):  # Newton / IRLS, the reference
         p = 1 / (1 + np.exp(-X @ beta))
         beta = beta + np.linalg.solve(X.T @ (X * (p * (1 - p))[:, None]), X.T @ (yv - p))
-    result = find_map(jax.random.key(0), pot)
+    result = find_map(jax.random.key(0), pot, jnp.zeros(4))
     assert bool(result.converged)
     np.testing.assert_allclose(result.position, beta, rtol=1e-6)
 
@@ -242,16 +245,17 @@ def test_find_map_retries_at_the_origin_where_a_saturated_start_stalls():
     from models import robust_ordinal
 
     args, kwargs = robust_ordinal.load_data(N=2000)
-    pot = with_batch_size(make_potential(robust_ordinal.model, args, kwargs), 2000)
-    stalled = find_map(jax.random.key(0), pot, init_position=pot.init_position)  # no retry
-    result = find_map(jax.random.key(0), pot)
+    potential = make_potential(robust_ordinal.model, args, kwargs)
+    pot, start = with_batch_size(potential.estimator, 2000), potential.init_position
+    stalled = find_map(jax.random.key(0), pot, start, retry_at_origin=False)  # no retry
+    result = find_map(jax.random.key(0), pot, start)
     assert not bool(stalled.converged) and bool(result.converged)
     assert float(result.potential) < float(stalled.potential) - 1e4
     assert float(result.num_evals) > float(stalled.num_evals)  # both searches are counted
     # inside a trace there is no second search (count_modes vmaps find_map)
-    traced = jax.jit(lambda key: find_map(key, pot).converged)(jax.random.key(0))
+    traced = jax.jit(lambda key: find_map(key, pot, start).converged)(jax.random.key(0))
     assert not bool(traced)
-    beta = pot.constrain(result.position)["beta"]
+    beta = potential.constrain(result.position)["beta"]
     assert abs(float(beta[0]) - robust_ordinal.BETA_TRUE[0]) < 0.02  # the slope on a ~ 100
 
 
@@ -269,13 +273,15 @@ def test_a_step_that_rounds_to_zero_is_a_stall_not_convergence():
 
     X, rng = raw_design(2000)
     y = rng.poisson(np.exp(X @ np.array([-1.0, 0.015, 0.3, 0.002]))).astype(float)
-    exact = find_map(jax.random.key(0), make_potential(poisson, (X, y), {})).position  # f64
+    p64 = make_potential(poisson, (X, y), {})
+    exact = find_map(jax.random.key(0), p64.estimator, p64.init_position).position  # f64
     with jax.enable_x64(False):
         args = (jnp.asarray(X, jnp.float32), jnp.asarray(y, jnp.float32))
-        pot = with_batch_size(make_potential(poisson, args, {}), 2000)
-        stalled = find_map(jax.random.key(0), pot, init_position=pot.init_position)
+        potential = make_potential(poisson, args, {})
+        pot, start = with_batch_size(potential.estimator, 2000), potential.init_position
+        stalled = find_map(jax.random.key(0), pot, start, retry_at_origin=False)
         assert float(stalled.potential) > 1e20 and not bool(stalled.converged)
-        result = find_map(jax.random.key(0), pot)
+        result = find_map(jax.random.key(0), pot, start)
         assert bool(result.converged)
         np.testing.assert_allclose(result.position, exact, rtol=1e-3, atol=1e-4)
         assert np.all(np.isfinite(posterior_scale(pot, result.position)[0]))
@@ -330,7 +336,7 @@ def test_posterior_scale_floors_indefinite_and_flat_curvature():
     Q = np.linalg.qr(np.random.default_rng(0).normal(size=(3, 3)))[0]
     H = jnp.asarray(Q @ A @ Q.T)
     terms = lambda x, idx: (0.5 * x @ H @ x, jnp.zeros(idx.shape))
-    pot = build_potential(terms, dim=3, N=5, n=5, init_position=jnp.zeros(3))
+    pot = build_potential(terms, dim=3, N=5, n=5, init_position=jnp.zeros(3)).estimator
     L, info = posterior_scale(pot, jnp.zeros(3), "dense", rel_floor=1e-6)
     assert (info["num_clipped"], info["num_negative"]) == (2, 1)
     cov = np.asarray(L @ L.T)
@@ -345,7 +351,7 @@ def test_posterior_scale_floors_indefinite_and_flat_curvature():
         N=2,
         n=2,
         init_position=jnp.zeros(1),
-    )
+    ).estimator
     with pytest.raises(ValueError, match="flat"):
         posterior_scale(flat, jnp.zeros(1))
 
@@ -377,10 +383,14 @@ def test_mode_warning_reads_the_polished_mode(monkeypatch, polish_converges):
     the tolerance has found the mode: no warning (the hierarchical robustness model warned
     'did not converge' while its note said 'polished to 1.9e-08 sd').  If the polish fails
     too, the one warning line is still given."""
+    import importlib
     import warnings
 
     from models import linear_gaussian
-    from pplsamplers.infer import warmup
+    from pplsamplers.warmup import SetupOptions
+
+    # the module (pplsamplers.warmup.setup is also the name of the function setup)
+    warmup = importlib.import_module("pplsamplers.warmup.setup")
 
     real = warmup.find_map
     calls = []
@@ -394,7 +404,7 @@ def test_mode_warning_reads_the_polished_mode(monkeypatch, polish_converges):
     args, kwargs = linear_gaussian.load_data(N=1500, D=2, seed=11)  # fresh arrays: no cache
     with warnings.catch_warnings(record=True) as records:
         warnings.simplefilter("always")
-        stage = warmup.mode_stage(warmup.SamplerOptions(linear_gaussian.model), args, kwargs)
+        stage = warmup.mode_stage(SetupOptions(linear_gaussian.model), args, kwargs)
     warned = [r for r in records if "mode search did not converge" in str(r.message)]
     assert calls == [False, True]  # the search, then the polish
     assert stage.notes["mode"].startswith("NOT converged")

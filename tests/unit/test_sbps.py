@@ -11,20 +11,20 @@ import pytest
 from numpyro.infer import MCMC
 
 from models import logistic_regression
-from pplsamplers.infer.pdmp import events_per_draw, radial_events
-from pplsamplers.infer.sbps import (
+from pplsamplers.estimator import build_potential, with_control_variate
+from pplsamplers.infer import SBPS
+from pplsamplers.kernels.pdmp import regression
+from pplsamplers.kernels.pdmp import sbps_kernel as sbps
+from pplsamplers.kernels.pdmp.sbps import (
     PROPOSALS_PER_SAMPLE,
-    PSBPS,
-    SBPS,
-    SBPSConfig,
+    SBPSOptions,
+    declare,
     relative_refresh,
-    sbps_spec,
 )
-from pplsamplers.infer.spec import WarmupWindow
-from pplsamplers.kernels import sbps
-from pplsamplers.kernels.sbps_events import REOBSERVE_PENDING
-from pplsamplers.pdmp import regression
-from pplsamplers.potential import build_potential, with_control_variate
+from pplsamplers.kernels.pdmp.sbps_events import REOBSERVE_PENDING
+from pplsamplers.kernels.pdmp.tuning import events_per_draw, radial_events
+from pplsamplers.kernels.spec import WarmupContext, WarmupWindow
+from pplsamplers.registry import PSBPS
 from tests.unit.pdmp_cost import counters_per_draw
 
 # ------------------------------------------------------------------- regression
@@ -143,7 +143,7 @@ def test_preconditioner_follows_eq_17_18_with_mean_one():
 def _gaussian_potential(dim=3, N=1, n=1):
     prec = jnp.diag(jnp.arange(1.0, dim + 1.0))
     terms = lambda x, idx: (0.0, 0.5 * x @ prec @ x * jnp.ones(idx.shape[0]))
-    return build_potential(terms, dim=dim, N=N, n=n, init_position=jnp.zeros(dim))
+    return build_potential(terms, dim=dim, N=N, n=n, init_position=jnp.zeros(dim)).estimator
 
 
 def _params(interval=1.0, refresh=1.0, dim=3):
@@ -154,7 +154,7 @@ def _params(interval=1.0, refresh=1.0, dim=3):
 def logreg_potential():
     (X, y), _ = logistic_regression.load_data(N=200, d=3, seed=1)
     terms = logistic_regression.hand_written_terms(jnp.asarray(X, float), jnp.asarray(y, float))
-    return build_potential(terms, dim=3, N=200, n=20, init_position=jnp.zeros(3))
+    return build_potential(terms, dim=3, N=200, n=20, init_position=jnp.zeros(3)).estimator
 
 
 def _counting(potential, counter):
@@ -164,15 +164,18 @@ def _counting(potential, counter):
 
         return bump
 
-    def directional(x, v, idx):
-        jax.debug.callback(count("directional"))
-        return potential.directional(x, v, idx)
+    class Counting(type(potential)):  # the estimator, counting its jvps and gradients
+        __slots__ = ()
 
-    def grad(x, idx):
-        jax.debug.callback(count("grad"))
-        return potential.grad(x, idx)
+        def directional(self, x, v, idx):
+            jax.debug.callback(count("directional"))
+            return super().directional(x, v, idx)
 
-    return potential._replace(directional=directional, grad=grad)
+        def grad(self, x, idx):
+            jax.debug.callback(count("grad"))
+            return super().grad(x, idx)
+
+    return Counting(*potential)
 
 
 def _run(kernel, state, potential, params, num, key=1):
@@ -186,9 +189,10 @@ def test_cost_discipline_one_jvp_per_observation_and_gradient_only_on_bounces(lo
     counter = collections.Counter()
     potential = _counting(logreg_potential, counter)
     params = _params(0.2, 2.0)
-    state = sbps.init(jax.random.key(0), jnp.zeros(3), potential, params)
+    options = SBPSOptions(k=3.0)
+    state = sbps.init(jax.random.key(0), jnp.zeros(3), potential, params, options)
     assert counter["directional"] == 1
-    state, info = _run(sbps.build_kernel(k=3.0), state, potential, params, 40)
+    state, info = _run(sbps.build_kernel(options), state, potential, params, 40)
     jax.block_until_ready(state)
     proposals, bounces = int(info.num_proposals.sum()), int(info.num_bounces.sum())
     refreshes, auxiliary = int(info.num_refreshes.sum()), int(info.num_auxiliary.sum())
@@ -208,8 +212,8 @@ def test_cost_discipline_one_jvp_per_observation_and_gradient_only_on_bounces(lo
 def test_exact_reference_mode_has_no_violations():
     """Full batch on a Gaussian: G(t) is linear, so a large k never violates (exact BPS)."""
     potential, params = _gaussian_potential(), _params(1.0, 1.0)
-    state = sbps.init(jax.random.key(0), jnp.ones(3), potential, params)
-    state, info = _run(sbps.build_kernel(k=100.0), state, potential, params, 300)
+    state = sbps.init(jax.random.key(0), jnp.ones(3), potential, params, SBPSOptions())
+    state, info = _run(sbps.build_kernel(SBPSOptions(k=100.0)), state, potential, params, 300)
     assert int(info.num_bounces.sum()) > 100
     assert int(info.bound_violations.sum()) == 0
     assert not bool(info.interval_capped.any())
@@ -223,11 +227,12 @@ def test_negative_slopes_trigger_auxiliary_observations():
         (-jnp.logaddexp(-2 * (x[0] - 1.0) ** 2, -2 * (x[0] + 1.0) ** 2) + 0.5 * x[1] ** 2)
         * jnp.ones(idx.shape[0]),
     )
-    potential = build_potential(terms, dim=2, N=1, n=1, init_position=jnp.zeros(2))
+    potential = build_potential(terms, dim=2, N=1, n=1, init_position=jnp.zeros(2)).estimator
     params = _params(1.0, 0.5, dim=2)
     # no gap-filling observations: every auxiliary observation is a Supp. E look-ahead
-    kernel = sbps.build_kernel(k=3.0, max_observation_gap=float("inf"))
-    state = sbps.init(jax.random.key(0), jnp.array([1.0, 0.0]), potential, params)
+    options = SBPSOptions(k=3.0, max_observation_gap=float("inf"))
+    kernel = sbps.build_kernel(options)
+    state = sbps.init(jax.random.key(0), jnp.array([1.0, 0.0]), potential, params, options)
     state, info = _run(kernel, state, potential, params, 200)
     assert int(info.num_auxiliary.sum()) > 0
     assert bool(jnp.all(jnp.isfinite(state.position)))
@@ -235,8 +240,9 @@ def test_negative_slopes_trigger_auxiliary_observations():
 
 def test_skeleton_records_bounces(logreg_potential):
     params = _params(1.0, 1.0)
-    state = sbps.init(jax.random.key(0), jnp.zeros(3), logreg_potential, params)
-    path, final = sbps.skeleton(jax.random.key(1), state, logreg_potential, params, 60)
+    options = SBPSOptions()
+    state = sbps.init(jax.random.key(0), jnp.zeros(3), logreg_potential, params, options)
+    path, final = sbps.skeleton(jax.random.key(1), state, logreg_potential, params, 60, options)
     assert path.positions.shape == (61, 3)
     assert bool(jnp.all(jnp.diff(path.times) >= 0))
     assert int(path.is_event.sum()) >= int(final.num_bounces) > 0
@@ -248,9 +254,11 @@ def test_psbps_warmup_adapts_the_preconditioner_and_the_interval(logreg_potentia
     mean of the RMSprop snapshots there; mean 1, re-observation pending, running means
     restarted), keeps A = I before it, and Δ = target·t̄; the adapter stops calling it after
     warmup, which freezes them."""
-    spec = sbps_spec(SBPSConfig.create(preconditioned=True, sample_interval=0.2))
+    spec = declare(SBPSOptions(preconditioned=True, sample_interval=0.2))
     kernel = spec.build_kernel()
-    params = spec.default_params(jax.random.key(2), logreg_potential)
+    zero = jnp.zeros(3)  # the estimator's own coordinates: no mode, no anchor, no whitening
+    context = WarmupContext(zero, None, None, zero, jnp.ones(3), whitened=False)
+    params = spec.default_params(jax.random.key(2), logreg_potential, context)
     np.testing.assert_allclose(params.sample_interval, 0.2)
     state = spec.init(jax.random.key(0), jnp.zeros(3), logreg_potential, params)
     adapt = spec.warmup_init(state, params)
@@ -274,7 +282,7 @@ def test_psbps_warmup_adapts_the_preconditioner_and_the_interval(logreg_potentia
     np.testing.assert_array_equal(scales[26:], np.broadcast_to(scale, (4, 3)))
     np.testing.assert_allclose(scale.mean(), 1.0, rtol=1e-6)
     np.testing.assert_allclose(params.sample_interval, 0.2)  # given, so never adapted
-    plain = sbps_spec(SBPSConfig())
+    plain = declare(SBPSOptions())
     _, tuned, _ = plain.warmup(None, state, params, None, info, logreg_potential, window=None)
     np.testing.assert_allclose(tuned.sample_interval, 10.0 * state.mean_proposal_time)
 
@@ -295,7 +303,7 @@ def test_psbps_preconditioner_is_capped_relative_to_its_mean():
         sbps.preconditioner(mild, 0.0, 3.0), sbps.preconditioner(mild, 0.0), rtol=1e-6
     )
     with pytest.raises(ValueError, match="max_scale_ratio must be >= 1"):
-        SBPSConfig.create(max_scale_ratio=0.5)
+        SBPSOptions(max_scale_ratio=0.5)
 
 
 @pytest.mark.parametrize(
@@ -314,7 +322,7 @@ def test_psbps_preconditioner_is_capped_relative_to_its_mean():
 )
 def test_bad_settings_raise_value_errors_naming_the_argument(kwargs, name):
     with pytest.raises(ValueError, match=name):
-        SBPSConfig.create(**kwargs)
+        SBPSOptions(**kwargs)
     with pytest.raises(ValueError, match=name):
         SBPS(logistic_regression.model, **kwargs)
 
@@ -359,14 +367,14 @@ def test_default_refresh_fraction_follows_the_gradient_noise():
     0.1 with control variates (little noise), 0.01 with plain minibatches (the paper's
     regime, whose noise randomises reflections); a user's value always wins."""
     terms = lambda x, idx: (0.5 * jnp.sum(x**2), jnp.zeros(idx.shape[0]))
-    plain = build_potential(terms, dim=3, N=100, n=10, init_position=jnp.zeros(3))
-    exact = build_potential(terms, dim=3, N=100, n=100, init_position=jnp.zeros(3))
+    plain = build_potential(terms, dim=3, N=100, n=10, init_position=jnp.zeros(3)).estimator
+    exact = build_potential(terms, dim=3, N=100, n=100, init_position=jnp.zeros(3)).estimator
     controlled = with_control_variate(plain, jnp.zeros(3))
-    default = SBPSConfig()
+    default = SBPSOptions()
     assert relative_refresh(default, exact) == 1.0
     assert relative_refresh(default, controlled) == 0.1
     assert relative_refresh(default, plain) == 0.01
-    assert relative_refresh(SBPSConfig(relative_refresh_rate=0.5), controlled) == 0.5
+    assert relative_refresh(SBPSOptions(relative_refresh_rate=0.5), controlled) == 0.5
 
 
 def test_default_proposals_per_draw_grow_with_the_dimension():
@@ -376,8 +384,8 @@ def test_default_proposals_per_draw_grow_with_the_dimension():
     at D = 20."""
     auto = [radial_events(PROPOSALS_PER_SAMPLE, d) for d in (1, 30, 120, 304, 10**4)]
     assert auto == [10, 10, 40, 100, 100]
-    assert events_per_draw(SBPSConfig().target_proposals, 120, PROPOSALS_PER_SAMPLE) == 40.0
-    assert events_per_draw(SBPSConfig(target_proposals=7).target_proposals, 304) == 7.0
+    assert events_per_draw(SBPSOptions().target_proposals, 120, PROPOSALS_PER_SAMPLE) == 40.0
+    assert events_per_draw(SBPSOptions(target_proposals=7).target_proposals, 304) == 7.0
 
     per_draw = {
         dim: counters_per_draw(SBPS, dim, "num_proposals")["num_proposals"] for dim in (20, 120)

@@ -11,7 +11,7 @@ import pytest
 
 from models import linear_gaussian, logistic_regression
 from pplsamplers.diagnostics import kernel_stein_discrepancy
-from pplsamplers.infer.warmup import SamplerOptions, mode_stage
+from pplsamplers.warmup import SetupOptions, mode_stage
 from pplsamplers.select import ModelFeatures, model_features, rank_candidates
 from pplsamplers.select import competence as C
 
@@ -64,26 +64,44 @@ def test_mode_probe_on_a_weighted_subset_keeps_u_and_the_modes():
     unbiased estimate of the full U (same scale), the mixture's separated modes still show,
     and a unimodal posterior still has one (the subset's optima stray, without a barrier)."""
     from models import multimodal_mixture
-    from pplsamplers.potential import find_map, make_potential
-    from pplsamplers.potential.modes import count_modes, on_a_subset
+    from pplsamplers.model import make_potential
+    from pplsamplers.warmup import find_map
+    from pplsamplers.warmup.modes import count_modes, on_a_subset
 
     args, kwargs = multimodal_mixture.load_data(N=4000)
     pot = make_potential(multimodal_mixture.model, args, kwargs, 10)
-    x_map = find_map(jax.random.key(0), pot).position
+    est = pot.estimator
+    x_map = find_map(jax.random.key(0), est, pot.init_position).position
     values = []
     for seed in range(20):
-        subset = on_a_subset(jax.random.key(seed), pot, 400)
+        subset = on_a_subset(jax.random.key(seed), est, 400)
         assert (subset.N, subset.n) == (400, 10)
         values.append(float(subset.full_value_and_grad(x_map)[0]))
-    full = float(pot.full_value_and_grad(x_map)[0])
+    full = float(est.full_value_and_grad(x_map)[0])
     assert abs(np.mean(values) - full) < 4 * np.std(values) / np.sqrt(20)
     curvature = jnp.full(2, 1.6e4 * 4)
-    assert count_modes(jax.random.key(1), pot, x_map, curvature, max_data=400) > 1
+    assert (
+        count_modes(
+            jax.random.key(1), est, x_map, curvature, max_data=400, draw_init=pot.draw_init
+        )
+        > 1
+    )
 
     args, kwargs = linear_gaussian.load_data(N=4000, D=3)
     pot = make_potential(linear_gaussian.model, args, kwargs, 40)
-    x_map = find_map(jax.random.key(0), pot).position
-    assert count_modes(jax.random.key(1), pot, x_map, jnp.full(3, 4000.0), max_data=400) == 1
+    est = pot.estimator
+    x_map = find_map(jax.random.key(0), est, pot.init_position).position
+    assert (
+        count_modes(
+            jax.random.key(1),
+            est,
+            x_map,
+            jnp.full(3, 4000.0),
+            max_data=400,
+            draw_init=pot.draw_init,
+        )
+        == 1
+    )
 
 
 def test_mode_probe_in_a_posterior_scale_starts_at_laplace_draws():
@@ -92,14 +110,15 @@ def test_mode_probe_in_a_posterior_scale_starts_at_laplace_draws():
     coordinate (modes at ±1, a 5-nat barrier between them) shows a second mode from draws
     wide enough to cross the barrier, dense L or diagonal, and none from its Laplace scale
     at one well (sd 0.16), whose starts all fall back into that well."""
-    from pplsamplers.potential import build_potential, find_map
-    from pplsamplers.potential.modes import count_modes
+    from pplsamplers.estimator import build_potential
+    from pplsamplers.warmup import find_map
+    from pplsamplers.warmup.modes import count_modes
 
     def terms(x, idx):
         return 5.0 * jnp.sum((x**2 - 1.0) ** 2), jnp.zeros(idx.shape[0])
 
-    pot = build_potential(terms, dim=2, N=10, n=10, init_position=jnp.ones(2))
-    x_map = find_map(jax.random.key(0), pot).position
+    pot = build_potential(terms, dim=2, N=10, n=10, init_position=jnp.ones(2)).estimator
+    x_map = find_map(jax.random.key(0), pot, jnp.ones(2)).position
     np.testing.assert_allclose(x_map, [1.0, 1.0], atol=1e-6)
     wide = jnp.array([[3.0, 0.0], [0.5, 3.0]])
     assert count_modes(jax.random.key(1), pot, x_map, scale=wide) > 1
@@ -125,11 +144,11 @@ def test_features_on_the_shared_warmup_match_the_probes_of_their_own():
     (X, y), kwargs = logistic_regression.load_data(N=4000, d=4, seed=1)
     X = X * jnp.array([30.0, 1.0, 1.0, 0.05]) + 0.9 * X[:, :1]  # scales and correlations
     args = (X, y)
-    stage = mode_stage(SamplerOptions(logistic_regression.model), args, kwargs)
-    assert stage.factor.shape == (4, 4) and stage.mode_count == 1
+    stage = mode_stage(SetupOptions(logistic_regression.model), args, kwargs)
+    assert stage.whitening.factor.shape == (4, 4) and stage.mode_count == 1
     own = model_features(logistic_regression.model, args, kwargs, subsample_size=100)
     shared = model_features(
-        logistic_regression.model, args, kwargs, subsample_size=100, setup=stage
+        logistic_regression.model, args, kwargs, subsample_size=100, stage=stage
     )
     np.testing.assert_allclose(shared.map_position, own.map_position, atol=1e-4)
     for name in ("curvature_spread", "correlation_condition", "max_curvature"):

@@ -18,7 +18,8 @@ from pplsamplers.diagnostics.checks import (
     warn,
 )
 from pplsamplers.diagnostics.stein_identities import scores_fn
-from pplsamplers.potential import build_potential, make_potential
+from pplsamplers.estimator import build_potential
+from pplsamplers.model import make_potential
 
 D = 5
 RNG = np.random.default_rng(0)
@@ -155,7 +156,7 @@ def _logistic():
 def _metropolis(potential, chains=4, steps=10_000, thin=4):
     """A long, exact random-walk Metropolis run (Laplace-scaled proposal), ``lax.scan``-ed."""
     everything = jnp.arange(potential.N)
-    u = lambda x: potential.value(x, everything)
+    u = lambda x: potential.estimator.value(x, everything)
     newton = lambda _, m: m - jnp.linalg.solve(jax.hessian(u)(m), jax.grad(u)(m))
     mode = jax.jit(lambda m: jax.lax.fori_loop(0, 15, newton, m))(jnp.zeros(potential.dim))
     chol = jnp.linalg.cholesky(jnp.linalg.inv(jax.jit(jax.hessian(u))(mode))) * 2.38 / np.sqrt(3)
@@ -245,7 +246,13 @@ def test_passed_check_does_not_warn_and_jit_is_cached():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         warn(self_check(EXACT, GAUSS))
-    assert scores_fn(GAUSS) is scores_fn(GAUSS)
+    # compiled once per potential: a second scores_fn of it hits the first one's program
+    first, second = scores_fn(GAUSS), scores_fn(GAUSS)
+    xs = jnp.asarray(EXACT[0, :8])
+    first(xs)
+    compiled = first.func._cache_size()
+    second(xs)
+    assert second.func is first.func and second.func._cache_size() == compiled
     with pytest.raises(ValueError, match="draws must have shape"):
         self_check(EXACT[..., :2], GAUSS)
 

@@ -15,10 +15,20 @@ from numpyro.infer import MCMC
 from numpyro.infer.util import log_density
 
 from models import logistic_regression, skew_normal
-from pplsamplers.infer.sgbd import CSGLD, SGBD, CSGLDConfig, SGBDConfig, sgbd_spec
-from pplsamplers.infer.spec import STEP_SIZE_STEPS_PER_SAMPLE
-from pplsamplers.kernels import csgld, sgbd, sgld
-from pplsamplers.potential import build_potential, with_control_variate
+from pplsamplers.estimator import (
+    Whitening,
+    build_estimator,
+    build_potential,
+    whiten,
+    with_control_variate,
+)
+from pplsamplers.infer import CSGLD, SGBD
+from pplsamplers.kernels.sgmcmc import csgld, sgbd, sgld
+from pplsamplers.kernels.sgmcmc.csgld import CSGLDOptions
+from pplsamplers.kernels.sgmcmc.sgbd import SGBDOptions
+from pplsamplers.kernels.sgmcmc.sgbd import declare as sgbd_spec
+from pplsamplers.kernels.sgmcmc.step_size import STEP_SIZE_STEPS_PER_SAMPLE
+from pplsamplers.kernels.spec import WarmupContext
 
 NUM_DRAWS = 4000
 
@@ -27,7 +37,7 @@ NUM_DRAWS = 4000
 def _one_step_draws(slope, sigma, key, variant):
     """NUM_DRAWS independent single steps from 0 on log π(x) = slope·x (gradient = slope)."""
     terms = lambda x, idx: (-slope @ x, jnp.zeros(idx.shape[0]) + 0.0 * jnp.sum(x))
-    pot = build_potential(terms, dim=3, N=20, n=5, init_position=jnp.zeros(3))
+    pot = build_estimator(terms, dim=3, N=20, n=5)
     kernel, params = sgbd.build_kernel(variant), sgbd.make_params(sigma, 3)  # σ traced
     start = sgbd.init(key, jnp.zeros(3), pot, params)
     return jax.vmap(lambda k: kernel(k, start, pot, params))(jax.random.split(key, NUM_DRAWS))
@@ -37,7 +47,14 @@ def _quadratic_potential(n):
     """log π = −½|x|² − ½ Σ_i (d_i − x_0)², N = 50 data of spread 1, minibatch n."""
     data = jnp.linspace(-1.0, 1.0, 50)
     terms = lambda x, idx: (0.5 * x @ x, 0.5 * (data[idx] - x[0]) ** 2 + 0.0 * x[1])
-    return build_potential(terms, dim=2, N=50, n=n, init_position=jnp.zeros(2))
+    return build_estimator(terms, dim=2, N=50, n=n)
+
+
+def _context(dim, whitened=False):
+    """The warmup context of a kernel started at 0 with no mode, anchor or whitening
+    (``whitened``: the estimator is declared to be in unit-scale coordinates)."""
+    zero = jnp.zeros(dim)
+    return WarmupContext(zero, None, None, zero, jnp.ones(dim), whitened=whitened)
 
 
 # ------------------------------------------------------------------ flip probability
@@ -130,7 +147,7 @@ def test_correction_factor_and_breaking_point():
 def test_gradient_and_noise_match_the_potential():
     X, y = logistic_regression.load_data(N=60, d=3, seed=2)[0]
     terms = logistic_regression.hand_written_terms(X.astype(jnp.float64), y)
-    pot = build_potential(terms, dim=3, N=60, n=12, init_position=jnp.zeros(3))
+    pot = build_estimator(terms, dim=3, N=60, n=12)
     anchor = jnp.array([0.3, -0.2, 0.1])
     cv = with_control_variate(pot, anchor)
     x = anchor + 0.01
@@ -180,7 +197,7 @@ def test_skew_normal_toy_injects_the_stated_noise():
     np.testing.assert_allclose(log_joint, -(global_term + per_datum.sum()), atol=1e-10)
     np.testing.assert_allclose(log_joint, skew_normal.log_density(0.4, 5.0), atol=1e-10)
 
-    pot = build_potential(hand, dim=1, N=noise.shape[0], n=10, init_position=jnp.zeros(1))
+    pot = build_estimator(hand, dim=1, N=noise.shape[0], n=10)
     x = jnp.array([0.4])
     keys = jax.random.split(jax.random.key(4), 10_000)
     grads, taus = jax.jit(
@@ -201,11 +218,11 @@ def test_skew_normal_toy_injects_the_stated_noise():
 # ------------------------------------------------------------------ kernel steps
 def test_adaptation_breaking_point_and_full_batch():
     minibatch, full = _quadratic_potential(n=5), _quadratic_potential(n=50)
-    spec = sgbd_spec(SGBDConfig(10.0, noise_decay=0.0, adapt_step_size=True))
+    spec = sgbd_spec(SGBDOptions(10.0, noise_decay=0.0, adapt_step_size=True))
     frozen = spec.build_kernel()
     vanilla_full = sgbd.build_kernel("vanilla")
     corrected_full = sgbd.build_kernel("corrected")
-    key, params = jax.random.key(7), spec.default_params(jax.random.key(0), minibatch)
+    key, params = jax.random.key(7), spec.default_params(jax.random.key(0), minibatch, _context(2))
     start = sgbd.init(key, jnp.array([0.5, -0.5]), minibatch, params)
 
     @jax.jit
@@ -261,9 +278,9 @@ def test_csgld_full_batch_is_sgld_and_noise_is_corrected():
         (lambda: SGBD(logistic_regression.model, variant="barker"), "variant"),
         (lambda: CSGLD(logistic_regression.model, step_size=0.0), "step_size"),
         (lambda: CSGLD(logistic_regression.model, noise_decay=1.5), "noise_decay"),
-        (lambda: SGBDConfig(variant="Vanilla"), "variant"),
-        (lambda: SGBDConfig(step_size=jnp.ones((2, 2))), "step_size"),
-        (lambda: CSGLDConfig(step_size=float("inf")), "step_size"),
+        (lambda: SGBDOptions(variant="Vanilla"), "variant"),
+        (lambda: SGBDOptions(step_size=jnp.ones((2, 2))), "step_size"),
+        (lambda: CSGLDOptions(step_size=float("inf")), "step_size"),
     ],
 )
 def test_bad_arguments_raise_value_error(make, match):
@@ -333,21 +350,23 @@ def test_auto_step_size_is_capped_at_the_whitening_scale():
     """σ = 0.5 local Laplace sd, but on a whitened potential never more than 0.5 whitened sd:
     where the whitening is a variational fit, the curvature at its mean can be far flatter
     than the posterior (14 sds along τ on a non-centred model) and σ = 7 sds sent τ to 10⁹."""
-    from pplsamplers.potential import with_preconditioner
-
     # curvature 1/25 along x0 at the start (local sd 5), 1 along x1
     terms = lambda x, idx: (0.5 * (x[0] ** 2 / 25 + x[1] ** 2), jnp.zeros(idx.shape[0]))
-    raw = build_potential(terms, dim=2, N=10, n=10, init_position=jnp.zeros(2))
-    spec = sgbd_spec(SGBDConfig())
-    np.testing.assert_allclose(spec.default_params(jax.random.key(0), raw).step_size, [2.5, 0.5])
+    raw = build_estimator(terms, dim=2, N=10, n=10)
+    spec = sgbd_spec(SGBDOptions())
+    key = jax.random.key(0)
+    np.testing.assert_allclose(spec.default_params(key, raw, _context(2)).step_size, [2.5, 0.5])
     # whitened with the identity (a whitening that claims unit scale): the flat direction
     # keeps the whitening's scale, the other its own
-    white = with_preconditioner(raw, jnp.zeros(2), jnp.ones(2))
-    assert white.whitened
-    np.testing.assert_allclose(spec.default_params(jax.random.key(0), white).step_size, [0.5, 0.5])
-    narrow = with_preconditioner(raw, jnp.zeros(2), jnp.array([1.0, 4.0]))  # x1 sd 1 = z1 sd 1/4
+    white = whiten(raw, Whitening(jnp.zeros(2), jnp.ones(2)))
     np.testing.assert_allclose(
-        spec.default_params(jax.random.key(0), narrow).step_size, [0.5, 0.125], rtol=1e-6
+        spec.default_params(key, white, _context(2, whitened=True)).step_size, [0.5, 0.5]
+    )
+    narrow = whiten(raw, Whitening(jnp.zeros(2), jnp.array([1.0, 4.0])))  # x1 sd 1 = z1 sd 1/4
+    np.testing.assert_allclose(
+        spec.default_params(key, narrow, _context(2, whitened=True)).step_size,
+        [0.5, 0.125],
+        rtol=1e-6,
     )
 
 
@@ -357,8 +376,8 @@ def test_auto_sigma_keeps_the_coherent_bias_within_budget(dim):
     is at most COHERENT_BIAS (0.1) at every D, and σ is the former 0.5 where that allows it."""
     import math
 
-    from pplsamplers.infer.sgbd import AUTO_SIGMA, auto_sigma
-    from pplsamplers.infer.spec import BARKER_VARIANCE_BIAS, COHERENT_BIAS
+    from pplsamplers.kernels.sgmcmc.sgbd import AUTO_SIGMA, auto_sigma
+    from pplsamplers.kernels.sgmcmc.step_size import BARKER_VARIANCE_BIAS, COHERENT_BIAS
 
     sigma = auto_sigma(dim)
     assert 0 < sigma <= AUTO_SIGMA
@@ -370,20 +389,19 @@ def test_auto_sigma_keeps_the_coherent_bias_within_budget(dim):
 def test_auto_sigma_and_its_steps_per_draw_follow_the_dimension():
     """On a whitened 60-dimensional potential the automatic σ is auto_sigma(60) (not 0.5), and
     a run takes (0.5 / σ)² times ten steps per draw; a given σ keeps ten."""
-    from pplsamplers.infer.sgbd import auto_sigma
-    from pplsamplers.infer.spec import dilated_steps
-    from pplsamplers.potential import with_preconditioner
+    from pplsamplers.kernels.sgmcmc.sgbd import auto_sigma
+    from pplsamplers.kernels.sgmcmc.step_size import dilated_steps
 
     dim = 60
     terms = lambda x, idx: (0.5 * jnp.sum(x**2), jnp.zeros(idx.shape[0]))
     raw = build_potential(terms, dim=dim, N=10, n=10, init_position=jnp.zeros(dim))
-    white = with_preconditioner(raw, jnp.zeros(dim), jnp.ones(dim))
-    spec = sgbd_spec(SGBDConfig())
-    sigma = spec.default_params(jax.random.key(0), white).step_size
+    white = whiten(raw.estimator, Whitening(jnp.zeros(dim), jnp.ones(dim)))
+    spec = sgbd_spec(SGBDOptions())
+    sigma = spec.default_params(jax.random.key(0), white, _context(dim, whitened=True)).step_size
     np.testing.assert_allclose(sigma, auto_sigma(dim), rtol=1e-6)
     expected = dilated_steps((0.5 / auto_sigma(dim)) ** 2)
     assert spec.steps_per_sample_at(dim) == expected > STEP_SIZE_STEPS_PER_SAMPLE
-    assert sgbd_spec(SGBDConfig(step_size=0.3)).steps_per_sample_at is None
+    assert sgbd_spec(SGBDOptions(step_size=0.3)).steps_per_sample_at is None
 
     mcmc = MCMC(SGBD(potential=raw), num_warmup=2, num_samples=3, progress_bar=False)
     mcmc.run(jax.random.key(1))

@@ -35,7 +35,7 @@ def test_steps_per_sample_counts_every_step_and_is_validated():
     """A draw of a step-size kernel is ``steps_per_sample`` kernel steps (default 10), each
     counted in ``data_evals``; one step per draw is the kernel's own chain."""
     from pplsamplers.datasets import tiny_regression
-    from pplsamplers.infer.spec import STEP_SIZE_STEPS_PER_SAMPLE
+    from pplsamplers.kernels.sgmcmc.step_size import STEP_SIZE_STEPS_PER_SAMPLE
 
     model, run = tiny_regression()
     fixed = dict(step_size=1e-3, subsample_size=10, control_variate=False, precondition=None)
@@ -54,7 +54,7 @@ def test_coherent_step_limit_is_the_ula_bias_budget():
     At the limit that is exactly COHERENT_BIAS, for any spread of the curvatures."""
     import math
 
-    from pplsamplers.infer.spec import COHERENT_BIAS, coherent_step_limit
+    from pplsamplers.kernels.sgmcmc.step_size import COHERENT_BIAS, coherent_step_limit
 
     curvatures = np.array([0.5, 1.0, 2.0, 4.0] * 25)  # D = 100, tr H = 187.5
     eps = coherent_step_limit(curvatures.size, float(curvatures.sum()))
@@ -70,16 +70,19 @@ def test_automatic_langevin_step_shrinks_in_high_dimension(sampler):
     sub-chain for HAMCMC)."""
     import jax.numpy as jnp
 
-    from pplsamplers.infer.spec import auto_langevin_step, auto_langevin_steps
-    from pplsamplers.potential import build_potential, with_preconditioner
+    from pplsamplers.estimator import Whitening, build_potential, whiten
+    from pplsamplers.kernels.sgmcmc.step_size import auto_langevin_step, auto_langevin_steps
+    from pplsamplers.kernels.spec import WarmupContext
     from pplsamplers.registry import make_kernel
 
     dim = 300
     terms = lambda x, idx: (0.5 * jnp.sum(x**2), jnp.zeros(idx.shape[0]))
     raw = build_potential(terms, dim=dim, N=10, n=10, init_position=jnp.zeros(dim))
-    white = with_preconditioner(raw, jnp.zeros(dim), jnp.ones(dim))
+    white = whiten(raw.estimator, Whitening(jnp.zeros(dim), jnp.ones(dim)))
     spec = make_kernel(sampler, None, potential=raw).spec
-    params = spec.default_params(jax.random.key(0), white, jnp.zeros(dim))
+    zero = jnp.zeros(dim)
+    context = WarmupContext(zero, zero, None, zero, jnp.ones(dim), whitened=True)
+    params = spec.default_params(jax.random.key(0), white, context)
     metric = getattr(params, "inverse_metric", None)  # pSGLD: ε G_j is the step
     step = float(np.max(params.step_size * (1.0 if metric is None else metric)))
     assert step <= auto_langevin_step(dim) * (1 + 1e-6) < 0.1

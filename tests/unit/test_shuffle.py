@@ -9,9 +9,9 @@ import pytest
 
 from models import logistic_regression
 from pplsamplers import SBPS
-from pplsamplers.potential import _agreement, _numpyro, build_potential, inspect, make_potential
-from pplsamplers.potential.shuffle import shuffled_view
-from pplsamplers.potential.subsampled import with_contiguous_blocks
+from pplsamplers.estimator import build_estimator, with_contiguous_blocks
+from pplsamplers.model import _agreement, _numpyro, inspect, make_potential
+from pplsamplers.model.shuffle import shuffled_view
 
 
 def test_contiguous_blocks_are_unbiased_whatever_the_order():
@@ -20,7 +20,7 @@ def test_contiguous_blocks_are_unbiased_whatever_the_order():
     N, n = 13, 5
     data = jnp.sort(jax.random.normal(jax.random.key(0), (N,))) * 3.0  # sorted: worst order
     terms = lambda x, idx: (0.5 * x @ x, 0.5 * (x[0] - data[idx]) ** 2)
-    pot = build_potential(terms, dim=1, N=N, n=n, init_position=jnp.zeros(1), contiguous=True)
+    pot = build_estimator(terms, dim=1, N=N, n=n, contiguous=True)
     x = jnp.array([0.7])
     starts = [(s + jnp.arange(n)) % N for s in range(N)]
     average = np.mean([float(pot.value(x, idx)) for idx in starts])
@@ -42,8 +42,8 @@ def test_shuffled_view_moves_rows_together_and_keeps_the_potential():
     rows, moved = pairs(X, y), pairs(Xs, ys)
     assert rows == moved  # every (x_i, y_i) pair kept together
     x = jax.random.normal(jax.random.key(2), (3,))
-    u, g = make_potential(view, subsample_size=50).full_value_and_grad(x)
-    u_s, g_s = make_potential(shuffled, subsample_size=50).full_value_and_grad(x)
+    u, g = make_potential(view, subsample_size=50).estimator.full_value_and_grad(x)
+    u_s, g_s = make_potential(shuffled, subsample_size=50).estimator.full_value_and_grad(x)
     np.testing.assert_allclose(u_s, u, rtol=1e-10)
     np.testing.assert_allclose(g_s, g, rtol=1e-9, atol=1e-9)
 
@@ -63,17 +63,17 @@ def test_an_argument_with_n_rows_that_is_not_per_datum_keeps_random_rows():
     assert shuffled is None and "not per-datum" in note
     kernel = SBPS(trend_model, subsample_size=20)
     kernel.init(jax.random.key(1), 10, None, (t, y), {})
-    assert not kernel.potential.contiguous
-    assert kernel.prepared.notes["minibatch_rows"].startswith("random rows")
+    assert not kernel.estimator.contiguous
+    assert kernel.setup.notes["minibatch_rows"].startswith("random rows")
 
 
 def test_the_shared_warmup_shuffles_once_and_draws_blocks():
     (X, y), kwargs = logistic_regression.load_data(N=2000, d=3, seed=1)
     kernel = SBPS(logistic_regression.model, subsample_size=100)
     kernel.init(jax.random.key(0), 10, None, (X, y), kwargs)
-    assert kernel.potential.contiguous
-    assert "shuffled once" in kernel.prepared.notes["minibatch_rows"]
-    assert kernel.prepared.model_potential.contiguous  # the full-batch base: same rows
+    assert kernel.estimator.contiguous
+    assert "shuffled once" in kernel.setup.notes["minibatch_rows"]
+    assert kernel.setup.potential.estimator.contiguous  # the full-batch base: same rows
 
 
 def raw_poisson(X, y):
@@ -100,12 +100,13 @@ def test_float32_raw_covariates_whose_random_starts_overflow_are_sliced_and_shuf
         start = _numpyro.initial_values(
             jax.random.PRNGKey(0), raw_poisson, args, {}, view.info, view.init_strategy
         )
-        assert not np.isfinite(float(make_potential(view).full_value_and_grad(start["b"])[0]))
+        potential = make_potential(view)
+        assert not np.isfinite(float(potential.estimator.full_value_and_grad(start["b"])[0]))
         shuffled, note = shuffled_view(view, jax.random.key(0))
         assert shuffled is not None and "2 arguments with N = 400 rows shuffled" in note
         kernel = SBPS(raw_poisson, subsample_size=40)
         kernel.init(jax.random.key(1), 10, None, args, {})
-        assert kernel.potential.contiguous
+        assert kernel.estimator.contiguous
 
 
 def trend_model_with_overflow(t, y):
@@ -127,7 +128,8 @@ def test_the_checks_still_refuse_where_the_random_starts_overflow():
         jax.random.split(jax.random.key(0), 2), view.model, view.model_args, {}, view.info,
         view.init_strategy,
     )  # fmt: skip
-    values = [float(make_potential(view).full_value_and_grad(p["w"][None])[0]) for p in points]
+    estimator = make_potential(view).estimator
+    values = [float(estimator.full_value_and_grad(p["w"][None])[0]) for p in points]
     assert np.isfinite(values).tolist() == [False, False, True, True, True], values
     shuffled, note = shuffled_view(view, jax.random.key(0))
     assert shuffled is None and "not per-datum" in note
@@ -137,7 +139,10 @@ def test_bad_data_are_named_in_the_users_row_order_before_any_shuffle(monkeypatc
     """The shared warmup validates the user's arrays, then shuffles: an error names the row
     the user sees (1234), never its position in the kernel's shuffled copy, and the shuffle
     never runs on data that fail the check."""
-    from pplsamplers.infer import warmup
+    import importlib
+
+    # the module (pplsamplers.warmup.setup is also the name of the function setup)
+    warmup = importlib.import_module("pplsamplers.warmup.setup")
 
     calls = []
     monkeypatch.setattr(

@@ -1,4 +1,4 @@
-"""The Gaussian variational fit of the shared warmup (``pplsamplers/potential/variational.py``).
+"""The Gaussian variational fit of the shared warmup (``pplsamplers/warmup/variational.py``).
 
 A Gaussian target is fitted exactly (the ELBO's optimum is the target), the Laplace check is
 silent on a Gaussian and fires on the hierarchical model, whose joint mode is far from the
@@ -10,8 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pplsamplers.potential import build_potential
-from pplsamplers.potential.variational import (
+from pplsamplers.estimator import build_estimator
+from pplsamplers.warmup.variational import (
     MISFIT_THRESHOLD,
     fit_gaussian,
     laplace_misfit,
@@ -32,7 +32,7 @@ def _gaussian(mean: np.ndarray, covariance: np.ndarray, N: int = 1, n: int = 1):
         quadratic = 0.5 * (x - mu) @ precision @ (x - mu)
         return jnp.zeros(()), jnp.full(idx.shape[0], quadratic / N)
 
-    return build_potential(terms, dim=mean.shape[0], N=N, n=n, init_position=jnp.zeros(2))
+    return build_estimator(terms, dim=mean.shape[0], N=N, n=n)
 
 
 @pytest.mark.parametrize("dense", [True, False])
@@ -75,8 +75,9 @@ def test_hierarchical_model_gets_a_gaussian_in_its_posterior_mass():
 
     model, args, kwargs = common.load("hierarchical")
     kernel = make_kernel("sgld", model)
-    prepared = kernel._prepare(args, kwargs, traced=False)
-    assert "replaced by a full-rank Gaussian variational fit" in prepared.notes["precondition"]
-    tau = prepared.potential.constrain(jnp.zeros(prepared.potential.dim))["tau"]
+    setup = kernel._prepare(args, kwargs, traced=False).setup
+    assert "replaced by a full-rank Gaussian variational fit" in setup.notes["precondition"]
+    # z = 0 of the chains' Gaussian, in the model's coordinates
+    tau = setup.potential.constrain(setup.whitening.to_x(jnp.zeros(setup.potential.dim)))["tau"]
     reference = common.reference("hierarchical")["tau"]
     assert abs(float(tau) - float(reference["mean"])) < 3 * float(reference["sd"]), tau

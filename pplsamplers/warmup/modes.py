@@ -1,0 +1,148 @@
+"""The mode probe: how many separated optima does the posterior have?
+
+Control variates anchored at one mode are valid for a unimodal posterior only; the adapter's
+``control_variate="auto"`` and the selector's features ask :func:`count_modes`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from pplsamplers.estimator import Estimator
+from pplsamplers.types import Array, PRNGKey
+from pplsamplers.warmup.mode import find_map
+
+MODE_STARTS = 4
+"""Extra MAP fits, from the model's own random initial points, that look for other modes."""
+MODE_BARRIER = 3.0
+"""Rise of U (nats) on the segment to the MAP above both ends that separates two optima."""
+MODE_MASS = 10.0
+"""An optimum more than this many nats above the MAP's U carries negligible mass."""
+MODE_PROBE_DATA = 20_000
+"""The probe's U reads at most this many data: a fixed random subset (with replacement), each
+datum weighted N / size, so U stays an unbiased estimate of the full U on the same scale.
+Separated optima (label switching, mixture components) are structural and show on such a
+subset, and the cost of the probe's ~10³ data passes does not grow with N."""
+
+
+def on_a_subset(rng_key: PRNGKey, potential: Estimator, size: int) -> Estimator:
+    """``potential`` with its data replaced by ``size`` rows drawn with replacement, each
+    weighted N / ``size`` (its "full-data" pass reads ``size`` rows)."""
+    # sorted: the same multiset of rows, read in increasing order, so each pass walks the
+    # data forwards instead of jumping across it (at N = 10⁶ a random gather is
+    # cache-bound; U is a sum, so the order of its terms does not matter)
+    rows = jnp.sort(jax.random.randint(rng_key, (size,), 0, potential.N))
+    weight = potential.N / size
+
+    def terms(x: Array, idx: Array) -> tuple[Array, Array]:
+        global_term, per_datum = potential.terms(x, rows[idx])  # in the estimator's coordinates
+        return global_term, weight * per_datum
+
+    return potential._replace(
+        model_terms=terms, N=size, n=min(potential.n, size), contiguous=False, whitening=None,
+        cv=None,
+    )  # fmt: skip
+
+
+def count_modes(
+    rng_key: PRNGKey,
+    potential: Estimator,
+    x_map: Array,
+    curvature_diagonal: Array | None = None,
+    num_starts: int = MODE_STARTS,
+    map_steps: int = 100,
+    max_data: int = MODE_PROBE_DATA,
+    *,
+    scale: Array | None = None,
+    draw_init: Callable[[PRNGKey], Array] | None = None,
+) -> int:
+    """``ModelFeatures.mode_count``: the MAP plus the distinct separated optima reached by
+    ``num_starts`` more MAP fits.
+
+    The fits start at the model's random initial points (``draw_init``), or with ``scale`` = L (L Lᵀ ≈ the
+    posterior covariance, ``(D,)`` or lower-triangular ``(D, D)``, as the shared warmup
+    estimates it) at Laplace draws x_map + L ε, and then run in L's metric
+    (:func:`find_map`'s ``scale``).  They run one after another by :func:`find_map`'s
+    compiled program, which a search with a scale on the same potential has already
+    compiled (the warmup's polish), and then U on the segments to the MAP by the potential's
+    jitted full-data pass.  The fits are not vmapped: a vmapped fit would be a program of its
+    own, slower to compile than the search it reuses.
+
+    Two optima are the same when they are within 3 Laplace sds of each other (in L's units,
+    else scaled by ``curvature_diagonal``); an optimum counts when U rises more than
+    ``MODE_BARRIER`` nats above both ends somewhere on the segment from it to the MAP, and it
+    lies within ``MODE_MASS`` nats of the MAP.
+
+    Above ``max_data`` data, U is read on a fixed weighted subset (:func:`on_a_subset`); its
+    optima stray from the full MAP by a few posterior sds, but the segment from such a
+    stray optimum to the MAP has no barrier, so only a separated optimum counts.
+
+    Examples
+    --------
+    >>> import jax
+    >>> from models import multimodal_mixture
+    >>> from pplsamplers.model import make_potential
+    >>> args, kwargs = multimodal_mixture.load_data(N=1000)  # 4 modes at (±1, ±1)
+    >>> potential = make_potential(multimodal_mixture.model, args, kwargs, 10)
+    >>> x_map = find_map(jax.random.key(0), potential.estimator, potential.init_position).position
+    >>> count_modes(jax.random.key(1), potential.estimator, x_map, jax.numpy.full(2, 1.6e4),
+    ...             draw_init=potential.draw_init) > 1
+    True
+    """
+    if scale is None and curvature_diagonal is None:
+        raise ValueError("count_modes needs curvature_diagonal or scale.")
+    if num_starts < 1 or (scale is None and draw_init is None):
+        return 1
+    if potential.N > max_data:
+        potential = on_a_subset(jax.random.fold_in(rng_key, 2), potential, max_data)
+    init_keys = jax.random.split(jax.random.fold_in(rng_key, 1), num_starts)
+    fit_keys = jax.random.split(rng_key, num_starts)
+    center = np.asarray(x_map)
+    if scale is None:
+        starts = [draw_init(k) for k in init_keys]  # the model's init strategy
+        factor = 1.0 / np.sqrt(np.asarray(curvature_diagonal, center.dtype))
+    else:
+        factor = np.asarray(scale, center.dtype)
+        noise = [np.asarray(jax.random.normal(k, center.shape, center.dtype)) for k in init_keys]
+        starts = [center + (factor @ e if factor.ndim == 2 else factor * e) for e in noise]
+    optima = np.stack(
+        [
+            np.asarray(
+                find_map(
+                    k, potential, x0, retry_at_origin=False, polish_steps=map_steps, scale=scale
+                ).position
+            )
+            for k, x0 in zip(fit_keys, starts, strict=True)
+        ]
+    )
+    # U − U(x_map), summed datum by datum (float32 U's rounding grows with N), at each
+    # optimum and on the segment from the MAP to it
+    value = lambda x: float(potential.full_value_difference(x, x_map))
+    u_opt = np.array([value(x) for x in optima])
+    path = np.array(
+        [[value(center + t * (x - center)) for t in (np.arange(1, 8) / 8).tolist()] for x in optima]
+    )
+    rise = path.max(axis=1) - np.maximum(u_opt, 0.0)  # U(x_map) − U(x_map) = 0
+    with np.errstate(invalid="ignore"):
+        is_mode = np.isfinite(rise) & (rise > MODE_BARRIER) & (u_opt < MODE_MASS)
+    offsets = (optima - center).T  # in Laplace sds: L⁻¹ (x − x_map)
+    scaled = (np.linalg.solve(factor, offsets) if factor.ndim == 2 else offsets / factor[:, None]).T
+    distinct: list[np.ndarray] = []
+    for point in scaled[is_mode]:  # at most num_starts points: dedupe by scaled distance
+        if all(np.linalg.norm(point - other) > 3.0 for other in distinct):
+            distinct.append(point)
+    return 1 + len(distinct)
+
+
+__all__ = [
+    "MODE_BARRIER",
+    "MODE_MASS",
+    "MODE_PROBE_DATA",
+    "MODE_STARTS",
+    "count_modes",
+    "on_a_subset",
+]

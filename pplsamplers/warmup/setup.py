@@ -1,0 +1,365 @@
+"""The warmup every sampler shares: :func:`setup` turns a model and its data into one frozen
+:class:`Setup`, once per data set.
+
+NUTS is right on raw, unscaled posteriors because its warmup adapts a mass matrix.  Every
+pplsamplers kernel gets the same by default, in stages:
+
+1. **mode**: :func:`~pplsamplers.warmup.mode.find_map` (full-batch L-BFGS, affine-covariant,
+   so raw scales and flat priors converge), polished in the Laplace metric; a search that
+   did not converge says so;
+2. **scale**: the inverse curvature at the mode from full-data passes
+   (:func:`~pplsamplers.warmup.scale.posterior_scale`: dense up to D = 1000, diagonal beyond),
+   or the user's matrix;
+3. **control variate** (``"auto"``): anchored at the mode when the mode probe
+   (:func:`~pplsamplers.warmup.modes.count_modes`) finds one mode;
+4. **batch size** (``None``): from the gradient-noise probe and a cost model
+   (:func:`~pplsamplers.warmup.scale.suggest_batch_size`); each minibatch is a contiguous
+   block of rows shuffled once (:func:`~pplsamplers.model.shuffled_view`);
+5. **Laplace check**: where importance weights of Laplace draws show the Gaussian to be poor
+   (a hierarchical model's joint mode is far from its mass), a Gaussian variational fit
+   replaces it (:mod:`~pplsamplers.warmup.variational`);
+6. **whitening**: the kernel samples z with x = c + L z, where the posterior has about unit
+   scale, so each kernel's unit-scale defaults hold on any problem.
+
+Steps 1–3 are :func:`mode_stage`, which AutoSampler's features read too; :func:`setup` takes a
+mode stage computed before, so a decision followed by the chosen kernel's run does them once.
+Chains start in the Gaussian approximation (z ~ N(0, I)); :attr:`Setup.notes` says what was
+chosen and why.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from pplsamplers.estimator import (
+    Estimator,
+    Potential,
+    Whitening,
+    check_whitening,
+    whiten,
+    with_batch_size,
+    with_contiguous_blocks,
+    with_control_variate,
+)
+from pplsamplers.model import (
+    ModelView,
+    edge_error,
+    inspect,
+    make_potential,
+    same_objects,
+    shuffled_view,
+    validate_data,
+)
+from pplsamplers.types import Array
+from pplsamplers.warmup.metric import refinement
+from pplsamplers.warmup.mode import find_map
+from pplsamplers.warmup.modes import count_modes
+from pplsamplers.warmup.options import SetupOptions, user_factor
+from pplsamplers.warmup.scale import posterior_scale, suggest_batch_size
+from pplsamplers.warmup.variational import laplace_check, refine_laplace
+
+SEED = 0
+"""The set-up is deterministic: its keys derive from this seed, not from the run's key."""
+
+
+class ModeStage(NamedTuple):
+    """Steps 1–3 of the set-up (module docstring): what AutoSampler's features read too."""
+
+    potential: Potential
+    """The model's full-batch potential in its flat unconstrained x."""
+    subsample_size: int | None
+    """The user's or the model's batch size; ``None``: automatic (step 4)."""
+    view: ModelView | None
+    """The model's view, or ``None`` for a given potential."""
+    rows: str
+    """How minibatches read the rows (contiguous blocks of shuffled rows, or random rows)."""
+    notes: Mapping[str, str]
+    mode: Array | None
+    """The mode (polished in the Laplace metric when a preconditioner is estimated)."""
+    whitening: Whitening
+    """The Laplace approximation x = c + L z (the identity with ``precondition=None``)."""
+    anchor: Array | None
+    """The control variate's anchor in x, or ``None`` (off)."""
+    mode_count: int | None
+    """The mode probe's count of separated optima; ``None`` where it did not run."""
+    laplace_misfit: float | None
+    """sd of the log importance weights of Laplace draws; ``None`` where no preconditioner
+    is estimated."""
+    arguments: tuple
+    """The ``(model_args, model_kwargs)`` it was computed for."""
+
+
+class Setup(NamedTuple):
+    """The shared warmup's result for one data set (module docstring); immutable.
+
+    Kernels run on :attr:`kernel_estimator`; the adapter maps their coordinates z to the
+    model's x with :attr:`whitening` and to the sites with :attr:`potential`.
+    """
+
+    potential: Potential
+    """The model's full-batch potential in x, with its coordinates (self-check, output)."""
+    estimator: Estimator
+    """The kernel's estimator in x: batch size and control variate, not yet whitened."""
+    whitening: Whitening
+    """x = c + L z: the Gaussian approximation the kernel samples in (with
+    ``precondition=None``, L = I and c the mode, or 0 where none was searched)."""
+    whitened: bool
+    """Whether L is a posterior-scale estimate (``precondition`` not None), so that the
+    posterior has about unit scale in z."""
+    refine_metric: bool
+    """Whether each chain refines the whitening from its warmup draws."""
+    mode: Array | None
+    """The Gaussian approximation's centre in x (the polished mode or the variational mean);
+    ``None`` where no mode was searched."""
+    anchor: Array | None
+    mode_count: int | None
+    laplace_misfit: float | None
+    notes: Mapping[str, str]
+    view: ModelView | None
+    options: SetupOptions
+    arguments: tuple
+
+    @property
+    def kernel_estimator(self) -> Estimator:
+        """What the kernel runs on: :attr:`estimator` in the coordinates z."""
+        return whiten(self.estimator, self.whitening)
+
+    def matches(self, model_args: tuple, model_kwargs: dict) -> bool:
+        """Whether it was computed for these very arguments (the same array objects)."""
+        return same_objects(self.arguments, (tuple(model_args), dict(model_kwargs)))
+
+
+def _potential(options: SetupOptions, model_args: tuple, model_kwargs: dict) -> tuple:
+    """(full-batch potential, n from the user or the model, view or None, how rows are read)."""
+    if options.potential is not None:
+        potential = options.potential
+        given = potential.estimator
+        n = options.subsample_size or (given.n if given.n < given.N else None)
+        full = potential._replace(estimator=with_batch_size(given, given.N))
+        return full, n, None, "random rows (a given potential)"
+    view = inspect(
+        options.model,
+        model_args,
+        model_kwargs,
+        data_plate=options.data_plate,
+        **({} if options.init_strategy is None else {"init_strategy": options.init_strategy}),
+    )
+    if view.info.edge_sites:
+        raise edge_error(view.info.edge_sites, "a minibatch sampler")
+    validate_data(view)  # one pass over N, before the shuffle: errors name the user's rows
+    shuffled, rows = shuffled_view(view, jax.random.PRNGKey(SEED + 5))
+    potential = make_potential(shuffled or view, check_data=False)
+    if shuffled is not None:
+        potential = potential._replace(estimator=with_contiguous_blocks(potential.estimator))
+    n = options.subsample_size or view.info.model_subsample_size
+    N = potential.N
+    if n is not None and not 0 < n <= N:
+        raise ValueError(
+            f"subsample_size must satisfy 0 < subsample_size <= N = {N} (the size of plate "
+            f"'{view.info.data_plate}'); got {n}."
+        )
+    full = potential._replace(estimator=with_batch_size(potential.estimator, N))
+    return full, n, view, rows
+
+
+def _search_mode(potential: Potential, notes: dict[str, str]) -> tuple[Array, bool]:
+    """(the L-BFGS search's end point, whether it converged), noted in ``notes["mode"]``."""
+    result = find_map(jax.random.PRNGKey(SEED), potential.estimator, potential.init_position)
+    converged = bool(result.converged)
+    notes["mode"] = (
+        f"{'converged' if converged else 'NOT converged'}: distance to the mode "
+        f"{float(result.scaled_grad_norm):.2g} posterior sd after "
+        f"{int(result.num_iterations)} L-BFGS iterations"
+    )
+    return result.position, converged
+
+
+def _control_variate(
+    choice: Any,
+    estimator: Estimator,
+    mode: Array | None,
+    factor: Array,
+    notes: dict,
+    minibatch: bool,
+) -> tuple[Array | None, int | None]:
+    """(anchor in x or ``None``, mode count or ``None``); the mode probe decides ``"auto"``,
+    from Laplace draws around ``mode`` in the posterior scale ``factor``."""
+    if choice is False or choice is None:
+        notes["control_variate"] = "off (control_variate=False)"
+        return None, None
+    if choice is True:
+        notes["control_variate"] = "on: anchored at the mode"
+        return mode, None
+    if not isinstance(choice, str):
+        anchor = jnp.asarray(choice)
+        if anchor.shape != (estimator.dim,):
+            raise ValueError(
+                f"control_variate anchor must have shape ({estimator.dim},); got {anchor.shape}."
+            )
+        notes["control_variate"] = "on: anchored at the given point"
+        return anchor, None
+    if not minibatch:
+        notes["control_variate"] = "off: full batch (exact gradients)"
+        return None, None
+    modes = count_modes(jax.random.PRNGKey(SEED + 1), estimator, mode, scale=factor)
+    if modes > 1:
+        notes["control_variate"] = (
+            f"off: the mode probe found {modes} separated modes, and one anchor is valid near "
+            "one mode only"
+        )
+        return None, modes
+    notes["control_variate"] = "on: the mode probe found one mode; anchored at it"
+    return mode, modes
+
+
+def mode_stage(options: SetupOptions, model_args: tuple, model_kwargs: dict) -> ModeStage:
+    """Mode, posterior scale and mode probe (steps 1–3 of the module docstring).
+
+    Examples
+    --------
+    >>> from models import linear_gaussian
+    >>> args, kwargs = linear_gaussian.load_data(N=2000, D=2)
+    >>> stage = mode_stage(SetupOptions(linear_gaussian.model, subsample_size=100), args, kwargs)
+    >>> stage.mode.shape, stage.mode_count, stage.anchor is stage.mode
+    ((2,), 1, True)
+    """
+    model_args, model_kwargs = tuple(model_args), dict(model_kwargs or {})
+    potential, n, view, rows = _potential(options, model_args, model_kwargs)
+    estimator, N, dim = potential.estimator, potential.N, potential.dim
+    notes: dict[str, str] = {"minibatch_rows": rows}
+    if view is not None and view.data_plate is not None:
+        notes["data_plate"] = f"'{view.data_plate}', N = {N}" + (
+            " (given)" if options.data_plate else ""
+        )
+    dtype = potential.init_position.dtype
+    precondition, choice = options.precondition, options.control_variate
+    estimated = isinstance(precondition, str)
+    needs_mode = (
+        options.needs_mode
+        or estimated
+        or choice is True
+        or (isinstance(choice, str) and n != N)
+        or n is None
+    )
+    mode, converged = _search_mode(potential, notes) if needs_mode else (None, True)
+    center = mode if mode is not None else jnp.zeros(dim, dtype)
+    if precondition is None:
+        factor = jnp.ones(dim, dtype)
+        notes["precondition"] = "off (precondition=None)"
+    elif estimated:
+        factor, info = posterior_scale(estimator, mode, precondition)
+        clipped = int(info.get("num_clipped", 0))
+        notes["precondition"] = f"{'dense' if factor.ndim == 2 else 'diagonal'} inverse " + (
+            f"curvature at the mode ({clipped} eigenvalues floored)"
+            if clipped
+            else "curvature at the mode"
+        )
+    else:
+        factor = user_factor(precondition, dim, dtype)
+        notes["precondition"] = "the given covariance"
+    whitening = check_whitening(Whitening(center, factor), dim)
+    if mode is not None and estimated:
+        # the convergence test in posterior sds, and a polish: a few passes
+        polished = find_map(
+            jax.random.PRNGKey(SEED), estimator, mode, retry_at_origin=False, scale=factor
+        )
+        mode = polished.position
+        whitening = whitening._replace(center=mode)
+        converged = bool(polished.converged)
+        notes["mode"] += (
+            f"; polished in the Laplace metric to {float(polished.scaled_grad_norm):.2g} sd"
+            f" ({'converged' if converged else 'NOT converged'})"
+        )
+    if not converged:
+        warnings.warn(
+            f"pplsamplers: the mode search did not converge ({notes['mode']}); the "
+            "preconditioner and control variate are built there anyway. Check the model for a "
+            "flat or unbounded direction (an improper posterior), or pass precondition=None "
+            "and control_variate=False.",
+            stacklevel=4,
+        )
+    minibatch = N > 1 and (n is None or n < N)
+    anchor, mode_count = _control_variate(
+        choice, estimator, mode, whitening.factor, notes, minibatch
+    )
+    misfit = None
+    if mode is not None and estimated:
+        misfit = laplace_check(jax.random.PRNGKey(SEED + 4), estimator, *whitening)
+    return ModeStage(
+        potential, n, view, rows, MappingProxyType(notes), mode, whitening, anchor,
+        mode_count, misfit, (model_args, model_kwargs),
+    )  # fmt: skip
+
+
+def setup(
+    options: SetupOptions,
+    model_args: tuple = (),
+    model_kwargs: dict | None = None,
+    *,
+    stage: ModeStage | None = None,
+) -> Setup:
+    """The shared warmup for one data set (module docstring): one frozen :class:`Setup`.
+
+    ``stage``: :func:`mode_stage` already computed for these arguments and options.
+
+    Examples
+    --------
+    >>> from models import linear_gaussian
+    >>> args, kwargs = linear_gaussian.load_data(N=2000, D=2)
+    >>> result = setup(SetupOptions(linear_gaussian.model), args, kwargs)
+    >>> result.estimator.n < result.estimator.N, result.anchor is not None
+    (True, True)
+    """
+    model_args, model_kwargs = tuple(model_args), dict(model_kwargs or {})
+    if stage is None or not same_objects(stage.arguments, (model_args, model_kwargs)):
+        stage = mode_stage(options, model_args, model_kwargs)
+    potential, n, notes = stage.potential, stage.subsample_size, dict(stage.notes)
+    base, whitening, anchor = potential.estimator, stage.whitening, stage.anchor
+    estimated = isinstance(options.precondition, str)
+    if n is None:
+        probe = base if anchor is None else with_control_variate(base, anchor)
+        n, reason = suggest_batch_size(jax.random.PRNGKey(SEED + 2), probe, *whitening)
+        notes["subsample_size"] = f"{n} (automatic): {reason}"
+    else:
+        notes["subsample_size"] = f"{n}" + (" (full batch)" if n == base.N else "")
+    estimator = with_batch_size(base, n)
+    if anchor is not None and n == base.N:
+        anchor = None
+        notes["control_variate"] = "off: full batch (exact gradients)"
+    if anchor is not None:
+        estimator = with_control_variate(estimator, anchor)
+    mode = stage.mode
+    if mode is not None and estimated:  # step 5: a poor Laplace fit
+        center, factor, fit_note = refine_laplace(
+            jax.random.PRNGKey(SEED + 4), estimator, *whitening, exact=base,
+            misfit=stage.laplace_misfit,
+        )  # fmt: skip
+        notes["precondition"] += "; " + fit_note
+        whitening, mode = Whitening(center, factor), center
+    refine, how = refinement(stage.laplace_misfit)
+    if estimated:
+        notes["precondition"] += "; " + how
+    return Setup(
+        potential=potential,
+        estimator=estimator,
+        whitening=whitening,
+        whitened=options.precondition is not None,
+        refine_metric=estimated and refine,
+        mode=mode,
+        anchor=anchor,
+        mode_count=stage.mode_count,
+        laplace_misfit=stage.laplace_misfit,
+        notes=MappingProxyType(notes),
+        view=stage.view,
+        options=options,
+        arguments=stage.arguments,
+    )
+
+
+__all__ = ["SEED", "ModeStage", "Setup", "mode_stage", "setup"]
