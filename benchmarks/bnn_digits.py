@@ -5,7 +5,7 @@
 
 ``models/bnn.py``: 64 pixels → tanh(16) → 10 classes, standard normal priors, 1348 training
 and 449 test images of sklearn's bundled digits.  All samplers start from the same MAP
-(:func:`pplsamplers.potential.find_map`) and use minibatches of n = 128; the PDMPs use
+(:func:`pplsamplers.warmup.find_map`) and use minibatches of n = 128; the PDMPs use
 control-variate gradients anchored at that MAP.  Columns: test accuracy, mean test NLL and
 expected calibration error (15 bins) of the posterior predictive mean (eq. 14), the ESS of
 the draws' first principal component (the paper's mixing summary), wall seconds (sampling
@@ -31,10 +31,10 @@ import numpy as np  # noqa: E402
 from numpyro.infer import MCMC  # noqa: E402
 
 from models import bnn  # noqa: E402
-from pplsamplers.infer.boomerang import Boomerang  # noqa: E402
-from pplsamplers.infer.bps import BPS, SigmaBPS  # noqa: E402
-from pplsamplers.infer.sgld import SGLD  # noqa: E402
-from pplsamplers.potential import find_map, make_potential  # noqa: E402
+from pplsamplers.infer import BPS, SGLD, Boomerang  # noqa: E402
+from pplsamplers.model import make_potential  # noqa: E402
+from pplsamplers.registry import SigmaBPS  # noqa: E402
+from pplsamplers.warmup import find_map  # noqa: E402
 
 
 def run(name, kernel, data, test, num_warmup, num_samples, start, key):
@@ -79,7 +79,9 @@ def main() -> None:
 
     started = time.perf_counter()
     potential = make_potential(model, data[0], data[1], subsample_size=n)
-    map_position = find_map(jax.random.PRNGKey(0), potential, num_steps=2000).position
+    map_position = find_map(
+        jax.random.PRNGKey(0), potential.estimator, potential.init_position, num_steps=2000
+    ).position
     map_seconds = time.perf_counter() - started
     start = potential.unravel(map_position)
     map_scores = bnn.metrics(

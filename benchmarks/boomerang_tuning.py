@@ -29,7 +29,7 @@ import numpy as np  # noqa: E402
 from boomerang_logreg import PDMP_FIELDS, accuracy, reference_for, run  # noqa: E402
 
 from models import logistic_regression  # noqa: E402
-from pplsamplers.infer.boomerang import Boomerang  # noqa: E402
+from pplsamplers.infer import Boomerang  # noqa: E402
 
 DEFAULT_SPECS = (
     "1,0.5,10",

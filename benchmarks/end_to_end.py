@@ -33,7 +33,8 @@ Cold-start profile (``--profile sbps --sizes 1000000``; the figures are in
 ``docs/benchmarks/end_to_end.md``, measured on a loaded 2-core machine, so read the split,
 not the seconds):
 
-* ``prepare`` (once per data set, Python driving compiled calls; since commit 952206d only
+* ``setup`` (``pplsamplers.warmup.setup``, formerly ``prepare``; once per data set, Python
+  driving compiled calls; since commit 952206d only
   a one-datum trace of it runs the model op by op: a run lowers about a hundred programs,
   not six hundred):
   ``inspect``, ``shuffled_view`` (one permutation of the per-datum arrays, checked at two
@@ -51,7 +52,7 @@ not the seconds):
 * the draws: sampling itself, then NumPyro's vectorised ``postprocess_fn`` (one more
   compile);
 * AutoSampler (``--profile auto``): above 5000 data its features run on the shared warmup's
-  mode stage (``pplsamplers.infer.warmup.mode_stage``: mode, curvature, mode probe, Laplace
+  mode stage (``pplsamplers.warmup.mode_stage``: mode, curvature, mode probe, Laplace
   check), which the chosen kernel then finds in the cache, so the decision adds only the
   features' probes (one compiled program) to the chosen kernel's cold start.
 The listener of ``jax.monitoring`` sums trace, lowering and backend-compile seconds; with
@@ -61,7 +62,7 @@ Block versus gather (``--micro``): seconds per minibatch gradient at N = 1e6, d 
 for a random gather (``randint`` rows, the package's scheme before the shared warmup shuffled
 the rows) and a contiguous block of pre-shuffled rows (``dynamic_slice`` at a uniform start,
 wrapping circularly; the package now draws such blocks through the model's own gather,
-``pplsamplers.potential.shuffle``).  The block is
+``pplsamplers.model.shuffle``).  The block is
 unbiased conditionally on the one shuffle: with the rows permuted once and the start drawn
 uniformly on {0, ..., N − 1} with wrap-around (or on the N / n aligned blocks), every row is
 in the block with probability exactly n / N, so (N / n) Σ_block f_i has expectation Σ f_i for
@@ -131,10 +132,14 @@ def _compile_listener(totals: dict) -> None:
 
 def _patch_timers(timers: dict) -> None:
     """Time the set-up steps by wrapping the names the adapter and AutoSampler call."""
+    import importlib
+
     import jax
 
-    import pplsamplers.infer.warmup as warmup
     import pplsamplers.select.auto as auto
+    import pplsamplers.warmup as warmup
+
+    stages = importlib.import_module("pplsamplers.warmup.setup")  # warmup.setup: the function
 
     def wrap(module, name):
         inner = getattr(module, name)
@@ -160,10 +165,10 @@ def _patch_timers(timers: dict) -> None:
         "posterior_scale",
         "count_modes",
         "suggest_batch_size",
-        "prepare",
     ):
-        if hasattr(warmup, name):
-            wrap(warmup, name)
+        if hasattr(stages, name):
+            wrap(stages, name)
+    wrap(warmup, "setup")  # the adapter calls ``warmup.setup``: the whole shared warmup
     for name in ("model_features", "run_pilot"):
         wrap(auto, name)
 
@@ -194,7 +199,7 @@ def _build(name: str, model, args, kwargs, cfg: dict):
     from numpyro.optim import Adam
 
     from pplsamplers import AutoSampler
-    from pplsamplers.potential import all_data_model
+    from pplsamplers.model import all_data_model
     from pplsamplers.registry import make_kernel
 
     N = args[0].shape[0]
@@ -304,14 +309,14 @@ def worker(cfg: dict) -> dict:
     samples = np.asarray(samples, np.float64)
     sampling_evals = _total_evals(evals_of, extra)
     evals = sampling_evals * (1 + warmup / draws)
-    potential = getattr(getattr(kernel, "delegate", None) or kernel, "potential", None)
-    n = int(potential.n) if potential is not None and hasattr(potential, "n") else None
+    estimator = getattr(getattr(kernel, "delegate", None) or kernel, "estimator", None)
+    n = int(estimator.n) if estimator is not None and hasattr(estimator, "n") else None
     if name == "hmcecs":
         n = run_kwargs["subsample_size"]
     if exact and name == "nuts" or cfg.get("chosen") == "nuts":
         n = N
     inner = getattr(kernel, "delegate", None) or kernel
-    prepared = getattr(inner, "prepared", None)
+    setup = getattr(inner, "setup", None)
     out = {
         **{k: cfg[k] for k in ("N", "dtype", "sampler", "chains", "chain_method", "cache")},
         "chosen": cfg.get("chosen"),
@@ -325,7 +330,7 @@ def worker(cfg: dict) -> dict:
         "sd": samples.reshape(-1, D).std(0, ddof=1).tolist(),
         "epochs": evals / N,
         "n": n,
-        "notes": dict(prepared.notes) if prepared is not None else {},
+        "notes": dict(setup.notes) if setup is not None else {},
         "compile": compile_s,
         "timers": timers,
         "compiles": sorted(compiles, key=lambda c: -c[1])[:25],

@@ -32,12 +32,12 @@ Protocol (the same rigour for every method, as the paper asks):
   Each grid point runs ``tune_chains`` chains on tuning keys; the lowest mean final error
   wins; the winner is then rerun on fresh evaluation keys, and those curves are reported.
   HAMCMC: λ = 1 (paper, Table 1), and its 2M SGLD start steps use the step 1/L.
-* SGLD and pSGLD are the updates of :mod:`pplsamplers.kernels.sgld` with the schedule; the
+* SGLD and pSGLD are the updates of :mod:`pplsamplers.kernels.sgmcmc.sgld` with the schedule; the
   SGLD update is checked to agree with the package kernel step for step, and pSGLD is Li et
   al.'s Alg. 1 with the package's metric G = 1/(λ + √a), updated at every step (the
   package's PSGLD freezes G after warmup).
   SGRLD uses the constant metric G = P (the expected Fisher information of this model plus
-  the prior), :mod:`pplsamplers.kernels.sgrld`.
+  the prior), :mod:`pplsamplers.kernels.sgmcmc.sgrld`.
 * Cost: a single chain runs ``time_steps`` steps in one compiled ``lax.scan``; the best of
   five round-robin timings gives µs per iteration.  The wall-clock axis is iterations × that cost.
   SGRLD's wall-clock uses a Cholesky factorisation at every step, as the paper does (its
@@ -67,8 +67,10 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from models import linear_gaussian  # noqa: E402
-from pplsamplers.kernels import hamcmc, sgld, sgrld  # noqa: E402
-from pplsamplers.potential import SubsampledPotential, make_potential  # noqa: E402
+from pplsamplers.estimator import Estimator  # noqa: E402
+from pplsamplers.kernels.sgmcmc import hamcmc, sgld, sgrld  # noqa: E402
+from pplsamplers.kernels.sgmcmc.step_size import step_size_at  # noqa: E402
+from pplsamplers.model import make_potential  # noqa: E402
 
 NOISE_VAR, DAMPING, EXPONENT = 10.0, 1.0, 0.51
 
@@ -77,7 +79,7 @@ NOISE_VAR, DAMPING, EXPONENT = 10.0, 1.0, 0.51
 
 
 def scheduled_sgld(
-    potential: SubsampledPotential,
+    estimator: Estimator,
     a,
     *,
     preconditioned: bool,
@@ -85,7 +87,7 @@ def scheduled_sgld(
     rmsprop_decay: float = 0.99,
     rmsprop_eps: float = 1e-5,
 ):
-    """The SGLD / pSGLD update of :mod:`pplsamplers.kernels.sgld` with ε_t = (a/t)^0.51.
+    """The SGLD / pSGLD update of :mod:`pplsamplers.kernels.sgmcmc.sgld` with ε_t = (a/t)^0.51.
 
     State ``(position, RMSprop average, t)``.  With ``schedule="constant"`` SGLD is the package
     kernel (checked by :func:`check_against_package`); pSGLD updates its metric every step.
@@ -94,9 +96,9 @@ def scheduled_sgld(
     def step(key, state):
         position, square_avg, t = state
         t = t + 1
-        eps = hamcmc.step_size_at(t, a, 1, schedule, EXPONENT)
+        eps = step_size_at(t, a, 1, schedule, EXPONENT)
         batch_key, noise_key = jax.random.split(key)
-        grad = potential.grad(position, potential.sample_indices(batch_key))
+        grad = estimator.grad(position, estimator.sample_indices(batch_key))
         if preconditioned:
             fresh = jnp.all(square_avg == 0.0)
             square_avg = jnp.where(
@@ -113,17 +115,17 @@ def scheduled_sgld(
     return step, init, lambda state: state[0]
 
 
-def check_against_package(potential: SubsampledPotential) -> None:
+def check_against_package(estimator: Estimator) -> None:
     """The benchmark's SGLD update equals the package kernel (constant ε)."""
     ours, init, position = scheduled_sgld(
-        potential, 1e-4, preconditioned=False, schedule="constant"
+        estimator, 1e-4, preconditioned=False, schedule="constant"
     )
-    theirs, params = sgld.build_kernel(), sgld.SGLDParams(1e-4, jnp.ones(potential.dim))
-    start = jnp.zeros(potential.dim)
-    a, b = init(start), sgld.init(jax.random.key(0), start, potential, params)
+    theirs, params = sgld.build_kernel(), sgld.SGLDParams(1e-4, jnp.ones(estimator.dim))
+    start = jnp.zeros(estimator.dim)
+    a, b = init(start), sgld.init(jax.random.key(0), start, estimator, params)
     for key in jax.random.split(jax.random.key(0), 3):
         a, _ = ours(key, a)
-        b, _ = theirs(key, b, potential, params)
+        b, _ = theirs(key, b, estimator, params)
     np.testing.assert_allclose(position(a), b.position, rtol=1e-12)
 
 
@@ -135,7 +137,7 @@ class Method:
     label: Callable[[tuple], str]
 
 
-def methods_for(potential, precision, memory_sizes, quick):
+def methods_for(estimator, precision, memory_sizes, quick):
     L = float(np.linalg.eigvalsh(precision).max())
     to_a = lambda eps1: eps1 ** (1 / EXPONENT)  # ε_1 = a^0.51
 
@@ -143,14 +145,14 @@ def methods_for(potential, precision, memory_sizes, quick):
         """``(step(k, s) -> (state, ε_t), init, position)`` of a package kernel."""
 
         def step(key, state):
-            state, info = kernel(key, state, potential, params)
+            state, info = kernel(key, state, estimator, params)
             return state, info.step_size
 
         return step, init, lambda state: state.position
 
     def sgld_method(preconditioned):
         def build(eps1):
-            return scheduled_sgld(potential, to_a(eps1), preconditioned=preconditioned)
+            return scheduled_sgld(estimator, to_a(eps1), preconditioned=preconditioned)
 
         return build
 
@@ -158,7 +160,7 @@ def methods_for(potential, precision, memory_sizes, quick):
         def build(eps1):
             kernel = sgrld.build_kernel("polynomial", factorize)
             params = sgrld.make_params(to_a(eps1), jnp.asarray(precision), EXPONENT)
-            return with_step_size(kernel, params, lambda x: sgrld.init(None, x, potential, params))
+            return with_step_size(kernel, params, lambda x: sgrld.init(None, x, estimator, params))
 
         return build
 
@@ -172,7 +174,7 @@ def methods_for(potential, precision, memory_sizes, quick):
                 decay_exponent=EXPONENT,
                 sgld_step_size=1.0 / L,
             )
-            start = lambda x: hamcmc.init(None, x, potential, params, memory_size=memory_size)
+            start = lambda x: hamcmc.init(None, x, estimator, params, memory_size=memory_size)
             return with_step_size(kernel, params, start)
 
         return build
@@ -397,13 +399,13 @@ def main(argv=None) -> None:
         model_args, model_kwargs = linear_gaussian.load_data(
             N=args.N, D=dim, noise_var=NOISE_VAR, correlation=args.correlation, seed=args.seed
         )
-        potential = make_potential(
+        estimator = make_potential(
             linear_gaussian.model, model_args, model_kwargs, subsample_size=max(1, args.N // 100)
-        )
-        check_against_package(potential)
+        ).estimator
+        check_against_package(estimator)
         mean, cov = linear_gaussian.posterior(*model_args, **model_kwargs)
         precision = np.linalg.inv(cov)
-        methods, sgrld_factorizing, L = methods_for(potential, precision, (2, 3), args.quick)
+        methods, sgrld_factorizing, L = methods_for(estimator, precision, (2, 3), args.quick)
         eig = np.linalg.eigvalsh(precision)
         print(
             f"\nD = {dim}: posterior precision eigenvalues {eig.min():.3g} … {eig.max():.3g} "

@@ -18,12 +18,12 @@ import time
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from models import logistic_regression  # noqa: E402
-from pplsamplers.potential import build_potential, make_potential  # noqa: E402
+from pplsamplers.estimator import build_estimator  # noqa: E402
+from pplsamplers.model import make_potential  # noqa: E402
 
 
 def median_time(fn, *args, repeats: int) -> float:
@@ -38,10 +38,8 @@ def median_time(fn, *args, repeats: int) -> float:
 
 def measure(N: int, d: int, n: int, repeats: int) -> dict[str, float]:
     (X, y), _ = logistic_regression.load_data(N=N, d=d, seed=0)
-    derived = make_potential(logistic_regression.model, (X, y), subsample_size=n)
-    hand = build_potential(
-        logistic_regression.hand_written_terms(X, y), dim=d, N=N, n=n, init_position=jnp.zeros(d)
-    )
+    derived = make_potential(logistic_regression.model, (X, y), subsample_size=n).estimator
+    hand = build_estimator(logistic_regression.hand_written_terms(X, y), dim=d, N=N, n=n)
     x = 0.1 * jax.random.normal(jax.random.key(0), (d,), X.dtype)
     v = jax.random.normal(jax.random.key(1), (d,), X.dtype)
     idx = derived.sample_indices(jax.random.key(2))

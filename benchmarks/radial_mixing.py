@@ -26,7 +26,7 @@ BPS with 200 rate evaluations per draw (its default at D = 300 since 9168a01), b
 rate per unit time (`--samplers bps --option refresh_rate=R`): radial ESS 11, 50, 100, 94,
 72, 20 and smallest coordinate ESS 1509, 1116, 1052, 636, 170, 16 at R = 1, 3, √10 (its
 default "auto" there), 5, 10, 30; at D = 100, 36 and 2107 at R = 1, 50 and 1142 at the
-default √(100/30), 75 and 590 at 3 (`pplsamplers.infer.pdmp.radial_refresh_rate`).
+default √(100/30), 75 and 590 at 3 (`pplsamplers.kernels.pdmp.tuning.radial_refresh_rate`).
 
 Examples
 --------

@@ -56,7 +56,7 @@ import numpyro.distributions as dist  # noqa: E402
 from numpyro.infer import MCMC  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from pplsamplers.registry import make_kernel  # noqa: E402
+from pplsamplers.registry import SAMPLERS, make_kernel  # noqa: E402
 
 NUM_REPLICATES = 400
 NUM_DATA = 200
@@ -71,7 +71,7 @@ RUNS: dict[str, dict[str, Any]] = {
     # (none: package defaults).  Lengths chosen so that the bulk ESS of 95 % of the θ_r is at
     # least L (printed by this script and asserted by the test).  New runs go at the end:
     # a run's key is folded in from its position.  SBPS, BPS and σBPS spend ten times the
-    # events per draw at this D = 400 (pplsamplers.infer.pdmp.radial_events), so a quarter
+    # events per draw at this D = 400 (pplsamplers.kernels.pdmp.tuning.radial_events), so a quarter
     # of their former draws keep the ESS above L (5 % quantiles 94, 84, 73; docs/sbc.md).
     "nuts": {"sampler": "nuts", "num_warmup": 100, "num_samples": 100},
     "sbps": {"sampler": "sbps", "num_warmup": 100, "num_samples": 50},
@@ -259,6 +259,10 @@ def run_sbc(
     ``name`` labels the result; ``sampler`` (the registry name) defaults to it.
     """
     start = time.perf_counter()
+    if SAMPLERS[sampler or name].minibatch:
+        # the runs are deliberately short (thinned to L draws, ranked by this script): the
+        # kernel's own self-check of its draws would warn on them
+        options = {"self_check": False, **options}
     kernel = make_kernel(sampler or name, model, **options)
     mcmc = MCMC(
         kernel,
@@ -274,8 +278,8 @@ def run_sbc(
     ranks = ranks_of(sim.theta, thin(draws, num_draws))
     mean, sd = posterior(sim.A, sim.y)
     pooled = draws.reshape(-1, draws.shape[-1])
-    prepared = getattr(kernel, "prepared", None)
-    notes = {} if prepared is None else dict(prepared.notes)
+    setup = getattr(kernel, "setup", None)
+    notes = {} if setup is None else dict(setup.notes)
     return SBCResult(
         name,
         ranks,

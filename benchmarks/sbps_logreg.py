@@ -45,9 +45,10 @@ import arviz as az  # noqa: E402
 from numpyro.infer import NUTS  # noqa: E402
 
 from models import logistic_regression as logreg  # noqa: E402
-from pplsamplers.infer.sbps import PSBPS, SBPS  # noqa: E402
-from pplsamplers.infer.sgld import SGLD  # noqa: E402
-from pplsamplers.potential import find_map, make_potential  # noqa: E402
+from pplsamplers.infer import SBPS, SGLD  # noqa: E402
+from pplsamplers.model import make_potential  # noqa: E402
+from pplsamplers.registry import PSBPS  # noqa: E402
+from pplsamplers.warmup import find_map  # noqa: E402
 
 D, SUBSAMPLE, K = 20, 100, 3.0
 REFERENCE_1000 = ROOT / "tests" / "data" / "logreg_nuts_n1000_d20_ill.json"
@@ -94,17 +95,18 @@ def run_kernel(kernel, data, key, num_warmup, num_samples, num_chains, fields, i
 
 def laplace_reference(potential):
     """MAP (optax) and the inverse full-data Hessian there."""
-    w_map = find_map(jax.random.key(0), potential, num_steps=1000).position
-    hessian = jax.jacfwd(lambda w: potential.full_value_and_grad(w)[1])(w_map)
+    estimator = potential.estimator
+    w_map = find_map(jax.random.key(0), estimator, potential.init_position, num_steps=1000).position
+    hessian = jax.jacfwd(lambda w: estimator.full_value_and_grad(w)[1])(w_map)
     cov = np.linalg.inv(np.asarray(hessian, np.float64))
     return np.asarray(w_map, np.float64), np.sqrt(np.diag(cov)), w_map
 
 
-def sgld_scan(potential, w_map, key, steps):
+def sgld_scan(estimator, w_map, key, steps):
     """Supp. F: the largest h = 10^(−i/2) whose per-datum NLL variance ≤ d/(2N²)."""
-    N = potential.N
+    N = estimator.N
     target = D / (2 * N**2)
-    nll = jax.jit(lambda w: potential.full_value_and_grad(w)[0])
+    nll = jax.jit(lambda w: estimator.full_value_and_grad(w)[0])
     chosen, table = None, []
     for i in range(10):
         h = 10 ** (-i / 2)
@@ -114,7 +116,7 @@ def sgld_scan(potential, w_map, key, steps):
         def chain(key, eps=eps):
             def body(x, k):
                 batch_key, noise_key = jax.random.split(k)
-                g = potential.grad(x, potential.sample_indices(batch_key))
+                g = estimator.grad(x, estimator.sample_indices(batch_key))
                 x = x - eps * g + jnp.sqrt(2 * eps) * jax.random.normal(noise_key, x.shape, x.dtype)
                 return x, x
 
@@ -196,7 +198,7 @@ def benchmark(N, settings, key):
     )
 
     h, table, target = sgld_scan(
-        potential, w_map, jax.random.fold_in(key, 1), settings["scan_steps"]
+        potential.estimator, w_map, jax.random.fold_in(key, 1), settings["scan_steps"]
     )
     scan_text = " ".join(f"{hh:.0e}:{v / target:.2g}" for hh, v in table)
     sgld = SGLD(logreg.model, step_size=h / N, subsample_size=SUBSAMPLE)

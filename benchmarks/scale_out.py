@@ -49,7 +49,7 @@ def worker(N: int, d: int, n: int, warmup: int, samples: int) -> dict:
 
     from pplsamplers import SGLD
     from pplsamplers.datasets import logistic_regression as lr
-    from pplsamplers.potential.sharding import collectives, shard_data
+    from pplsamplers.model.sharding import collectives, shard_data
 
     (X, y), _ = lr.load_data(N=N, d=d, seed=0)
     args = shard_data((X, y)) if jax.device_count() > 1 else (X, y)
@@ -63,8 +63,8 @@ def worker(N: int, d: int, n: int, warmup: int, samples: int) -> dict:
     w = np.asarray(mcmc.get_samples()["w"])
     sampling = time.perf_counter() - start
     ess = float(np.min(effective_sample_size(w[None])))
-    base = kernel.prepared.model_potential
-    x = jnp.asarray(kernel.prepared.mode)
+    base = kernel.setup.potential.estimator  # full batch, model coordinates
+    x = jnp.asarray(kernel.setup.mode)
     full = jax.jit(base.full_value_and_grad)
     idx = base.sample_indices(jax.random.PRNGKey(1))[:n]
     batch = jax.jit(lambda x, i: base.value_and_grad(x, i))

@@ -1,9 +1,9 @@
 """Selection suite: every candidate on every model, on an equal data budget; AutoSampler's picks.
 
 For each model (all in ``models/``) the suite runs every registered candidate kernel with the
-same sampling budget in epochs (2 chains, started inside the Laplace approximation, with the
-scale-aware settings of ``competence.tuned_params`` and one PRNG key for all candidates, i.e.
-common random numbers), scores it by min bulk ESS per epoch, and applies the pilot's bias
+same sampling budget in epochs (2 chains, with the settings ``competence.rank_candidates``
+gives it, started and whitened by the shared warmup as in the pilot, and one PRNG key for all
+candidates, i.e. common random numbers), scores it by min bulk ESS per epoch, and applies the pilot's bias
 guard (``pilot.bias_guard``: IMQ kernel Stein discrepancy with full-data scores on 200
 thinned draws, as an unbiased U-statistic with one kernel lengthscale for all candidates; a
 candidate is rejected when its KSD² exceeds 4× the best one's, i.e. its KSD more than twice,
@@ -27,12 +27,10 @@ jax.config.update("jax_enable_x64", True)  # as the tests: float32 probes are to
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pplsamplers import AutoSampler  # noqa: E402
-from pplsamplers.potential import make_potential, model_info  # noqa: E402
-from pplsamplers.registry import make_kernel  # noqa: E402
+from pplsamplers.model import make_potential, model_info  # noqa: E402
+from pplsamplers.registry import SAMPLERS, make_kernel  # noqa: E402
 from pplsamplers.select import model_features, rank_candidates  # noqa: E402
 from pplsamplers.select.auto import available_candidates, default_subsample_size  # noqa: E402
-from pplsamplers.select.competence import anchor_control_variate  # noqa: E402
-from pplsamplers.select.features import laplace_starts  # noqa: E402
 from pplsamplers.select.pilot import (  # noqa: E402
     bias_guard,
     common_lengthscale,
@@ -70,17 +68,17 @@ def run_model(name: str, module, data_kwargs: dict, budget: float, seed: int) ->
     features = model_features(module.model, args, kwargs, subsample_size=n)
     # every candidate runs with the scale-aware settings AutoSampler would give it
     tuned = {c.name: c.params for c in rank_candidates(features, available_candidates())}
-    starts = laplace_starts(jax.random.PRNGKey(seed + 1000), features, 2)  # as the pilot does
     lengthscale = common_lengthscale(features)
     # the pilot's guard inputs, as it builds them
     to_flat = jax.jit(jax.vmap(potential.unconstrain))
-    score_fn = jax.jit(jax.vmap(lambda x: -potential.full_value_and_grad(x)[1]))
+    score_fn = jax.jit(jax.vmap(lambda x: -potential.estimator.full_value_and_grad(x)[1]))
     rows = {}
     for candidate in available_candidates():  # common random numbers: one key for all
         params = {} if candidate == "nuts" else {"subsample_size": n, **tuned.get(candidate, {})}
         if candidate == "boomerang":
             params["control_variate"] = True
-        params = anchor_control_variate(params, features)
+        if SAMPLERS[candidate].minibatch:  # short runs, checked by check_run (as the pilot)
+            params["self_check"] = False
         start = time.perf_counter()
         try:
             outcome = evaluate_candidate(
@@ -91,7 +89,6 @@ def run_model(name: str, module, data_kwargs: dict, budget: float, seed: int) ->
                 budget_epochs=budget,
                 num_chains=2,
                 rng_key=jax.random.PRNGKey(seed),
-                starts=starts,
             )
             outcome["ksd_squared"], outcome["ksd_se"] = guard_statistics(
                 to_flat(outcome.pop("samples")), score_fn, lengthscale, outcome["ess"], 200

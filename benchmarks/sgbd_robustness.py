@@ -42,8 +42,8 @@ import arviz as az  # noqa: E402
 from numpyro.infer import MCMC, NUTS  # noqa: E402
 
 from models import heavy_tailed_logistic, skew_normal  # noqa: E402
-from pplsamplers.kernels import csgld, sgbd, sgld  # noqa: E402
-from pplsamplers.potential import SubsampledPotential, build_potential  # noqa: E402
+from pplsamplers.estimator import Estimator, build_estimator  # noqa: E402
+from pplsamplers.kernels.sgmcmc import csgld, sgbd, sgld  # noqa: E402
 
 BARKER_VARIANTS = ("vanilla", "corrected", "extreme")
 HEADER = (
@@ -64,7 +64,7 @@ def sampler(method: str, step: jax.Array, dim: int) -> tuple[Callable, Any]:
 
 def sample_sweep(
     method: str,
-    potential: SubsampledPotential,
+    estimator: Estimator,
     start: np.ndarray,
     steps_sd: np.ndarray,
     key: jax.Array,
@@ -81,13 +81,13 @@ def sample_sweep(
     """
 
     def run_one(step_size: jax.Array, sweep_key: jax.Array) -> jax.Array:
-        kernel, params = sampler(method, step_size, potential.dim)
+        kernel, params = sampler(method, step_size, estimator.dim)
         module = sgbd if method in BARKER_VARIANTS else sgld if method == "SGLD" else csgld
-        state = module.init(sweep_key, jnp.asarray(start), potential, params)
+        state = module.init(sweep_key, jnp.asarray(start), estimator, params)
 
         def burn_step(carry: tuple, k: jax.Array) -> tuple[tuple, None]:
             s, p = carry
-            s, _ = kernel(k, s, potential, p)
+            s, _ = kernel(k, s, estimator, p)
             if adapt_during_burn:
                 p = p._replace(step_size=sgbd.adaptive_step_size(s.tau, p.step_size))
             return (s, p), None
@@ -99,7 +99,7 @@ def sample_sweep(
             )
 
             def record(s: Any, k: jax.Array) -> tuple[Any, jax.Array]:
-                s, _ = kernel(k, s, potential, frozen)
+                s, _ = kernel(k, s, estimator, frozen)
                 return s, s.position
 
             return jax.lax.scan(record, current, jax.random.split(sample_key, steps - burn))[1]
@@ -137,7 +137,7 @@ def summary_row(
 
 
 def sweep_rows(
-    potential: SubsampledPotential,
+    estimator: Estimator,
     ref_mean: np.ndarray,
     ref_sd: np.ndarray,
     fractions: tuple[float, ...],
@@ -149,11 +149,11 @@ def sweep_rows(
     adaptive: bool,
 ) -> list[str]:
     """Rows for every method at every step = fraction × unit, grouped by step."""
-    epochs = chains * steps * potential.n / potential.N
+    epochs = chains * steps * estimator.n / estimator.N
     sizes = np.asarray(fractions) * unit
     results = {}
     for method in BARKER_VARIANTS + ("SGLD", "c-SGLD"):
-        results[method] = sample_sweep(method, potential, ref_mean, sizes, key, chains, steps, burn)
+        results[method] = sample_sweep(method, estimator, ref_mean, sizes, key, chains, steps, burn)
     rows = []
     for i, fraction in enumerate(fractions):
         for method, (draws, seconds) in results.items():
@@ -164,7 +164,7 @@ def sweep_rows(
     if adaptive:
         draws, seconds = sample_sweep(
             "corrected",
-            potential,
+            estimator,
             ref_mean,
             sizes[:1],
             key,
@@ -219,22 +219,20 @@ def skew_normal_table(
     args, kwargs = skew_normal.load_data(shape=shape, noise_sd=1.0, subsample_size=10)
     noise = args[0]
     terms = skew_normal.hand_written_terms(noise, shape, kwargs["loc"], kwargs["scale"])
-    potential = build_potential(
-        terms, dim=1, N=noise.shape[0], n=kwargs["subsample_size"], init_position=jnp.zeros(1)
-    )
+    estimator = build_estimator(terms, dim=1, N=noise.shape[0], n=kwargs["subsample_size"])
     mean, sd = skew_normal.moments(shape)
     ref_mean, ref_sd = np.array([mean]), np.array([sd])
     rows = [
         f"skew-normal toy, shape {shape:g} (mean {mean:.3f}, sd 1), gradient noise sd "
-        f"τ = 1, n = {potential.n} of N = {potential.N}; step in target sds",
+        f"τ = 1, n = {estimator.n} of N = {estimator.N}; step in target sds",
         HEADER,
     ]
     rows += sweep_rows(
-        potential, ref_mean, ref_sd, fractions, 1.0, key, chains, steps, burn, adaptive=False
+        estimator, ref_mean, ref_sd, fractions, 1.0, key, chains, steps, burn, adaptive=False
     )
     full_data = {k: v for k, v in kwargs.items() if k != "subsample_size"}
     row, _, _ = nuts_row(
-        skew_normal.model, args, full_data, "theta", ref_mean, ref_sd, key, potential.N
+        skew_normal.model, args, full_data, "theta", ref_mean, ref_sd, key, estimator.N
     )
     return rows + [row]
 
@@ -249,17 +247,15 @@ def logistic_table(
         heavy_tailed_logistic.model, (X, y), kwargs, "w", None, None, key, N
     )
     terms = heavy_tailed_logistic.hand_written_terms(X, y)
-    potential = build_potential(
-        terms, dim=X.shape[1], N=N, n=N // 100, init_position=jnp.zeros(X.shape[1])
-    )
+    estimator = build_estimator(terms, dim=X.shape[1], N=N, n=N // 100)
     rows = [
         f"logistic regression, unstandardised covariates (scales 3, 1, 0.3), N = {N}, "
-        f"n = {potential.n}; NUTS posterior sds {np.array2string(ref_sd, precision=3)}; "
+        f"n = {estimator.n}; NUTS posterior sds {np.array2string(ref_sd, precision=3)}; "
         "step in units of the smallest",
         HEADER,
     ]
     rows += sweep_rows(
-        potential,
+        estimator,
         ref_mean,
         ref_sd,
         fractions,

@@ -60,8 +60,6 @@ class SamplerSpec(NamedTuple):
         The registry name (CLI ``--sampler``, AutoSampler candidates).
     build
         ``(model, **options) -> MCMCKernel``: the sampler's class, or a factory.
-    supports_control_variate
-        Whether control variates are valid and useful for it.
     tuned_params
         The tunables its warmup adapts (documentation and the selector's explanations).
     exact
@@ -70,6 +68,8 @@ class SamplerSpec(NamedTuple):
     options
         The options that make this entry a variant of ``build`` (pSGLD: SGLD with
         ``preconditioned=True``).
+    supports_control_variate
+        Whether control variates are valid and useful for it.
     minibatch
         Whether it runs on minibatches (NUTS does not).
     selectable
@@ -78,110 +78,34 @@ class SamplerSpec(NamedTuple):
 
     name: str
     build: Callable[..., MCMCKernel]
-    supports_control_variate: bool
     tuned_params: tuple[str, ...]
-    exact: bool
+    exact: bool = False
     options: Mapping[str, Any] = MappingProxyType({})
+    supports_control_variate: bool = True
     minibatch: bool = True
     selectable: bool = True
 
 
-def _variant(**options: Any) -> Mapping[str, Any]:
-    return MappingProxyType(options)
+PRECONDITIONED = MappingProxyType({"preconditioned": True})
+"""The options of the preconditioned variants (pSGLD, pSBPS, σBPS)."""
 
-
+_PDMP = ("sample_interval", "refresh_rate")
 _SPECS = (
-    SamplerSpec(
-        name="nuts",
-        build=full_data_nuts,
-        supports_control_variate=False,
-        tuned_params=("step_size", "mass_matrix"),
-        exact=True,
-        minibatch=False,
-    ),
-    SamplerSpec(
-        name="boomerang",
-        build=Boomerang,
-        supports_control_variate=True,
-        tuned_params=("sample_interval",),
-        exact=True,
-    ),
-    SamplerSpec(
-        name="hamcmc",
-        build=HAMCMC,
-        supports_control_variate=True,
-        tuned_params=("step_size",),
-        exact=False,
-    ),
-    SamplerSpec(
-        name="psbps",
-        build=SBPS,
-        supports_control_variate=True,
-        tuned_params=("sample_interval", "refresh_rate", "preconditioner"),
-        exact=True,
-        options=_variant(preconditioned=True),
-    ),
-    SamplerSpec(
-        name="sbps",
-        build=SBPS,
-        supports_control_variate=True,
-        tuned_params=("sample_interval", "refresh_rate"),
-        exact=True,
-    ),
-    SamplerSpec(
-        name="sgbd",
-        build=SGBD,
-        supports_control_variate=True,
-        tuned_params=("step_size",),
-        exact=False,
-    ),
-    SamplerSpec(
-        name="sigmabps",
-        build=BPS,
-        supports_control_variate=True,
-        tuned_params=("sample_interval", "t_init", "horizon", "direction_scale"),
-        exact=True,
-        options=_variant(preconditioned=True),
-    ),
-    SamplerSpec(
-        name="bps",
-        build=BPS,
-        supports_control_variate=True,
-        tuned_params=("sample_interval", "t_init", "horizon"),
-        exact=True,
-    ),
-    SamplerSpec(
-        name="psgld",
-        build=SGLD,
-        supports_control_variate=True,
-        tuned_params=("inverse_metric",),
-        exact=False,
-        options=_variant(preconditioned=True),
-    ),
-    SamplerSpec(
-        name="sgld",
-        build=SGLD,
-        supports_control_variate=True,
-        tuned_params=("step_size",),
-        exact=False,
-    ),
-    SamplerSpec(
-        name="csgld",
-        build=CSGLD,
-        supports_control_variate=True,
-        tuned_params=(),
-        exact=False,
-        selectable=False,
-    ),
-    SamplerSpec(
-        name="sgrld",
-        build=SGRLD,
-        supports_control_variate=True,
-        tuned_params=(),
-        exact=False,
-        selectable=False,
-    ),
-)
+    SamplerSpec("nuts", full_data_nuts, ("step_size", "mass_matrix"), exact=True,
+                supports_control_variate=False, minibatch=False),
+    SamplerSpec("boomerang", Boomerang, ("sample_interval",), exact=True),
+    SamplerSpec("hamcmc", HAMCMC, ("step_size",)),
+    SamplerSpec("psbps", SBPS, (*_PDMP, "preconditioner"), exact=True, options=PRECONDITIONED),
+    SamplerSpec("sbps", SBPS, _PDMP, exact=True),
+    SamplerSpec("sgbd", SGBD, ("step_size",)),
+    SamplerSpec("sigmabps", BPS, ("sample_interval", "t_init", "horizon", "direction_scale"),
+                exact=True, options=PRECONDITIONED),
+    SamplerSpec("bps", BPS, ("sample_interval", "t_init", "horizon"), exact=True),
+    SamplerSpec("psgld", SGLD, ("inverse_metric",), options=PRECONDITIONED),
+    SamplerSpec("sgld", SGLD, ("step_size",)),
+    SamplerSpec("csgld", CSGLD, (), selectable=False),
+    SamplerSpec("sgrld", SGRLD, (), selectable=False),
+)  # fmt: skip
 
 SAMPLERS: Mapping[str, SamplerSpec] = MappingProxyType({spec.name: spec for spec in _SPECS})
 """``name -> SamplerSpec``, in the selector's tie-break order (most specialised first)."""

@@ -374,7 +374,8 @@ def _setup_digest(kernel: Any) -> str | None:
     if prepared is None:
         return None
     leaves: list = []
-    encode_tree(jax.device_get((*prepared.setup.whitening, prepared.params)), leaves)
+    whitening = tuple(jax.tree.leaves(prepared.setup.whitening))
+    encode_tree(jax.device_get((*whitening, prepared.params)), leaves)
     return digest(leaves)
 
 

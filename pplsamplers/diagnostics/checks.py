@@ -24,9 +24,9 @@ import warnings
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-import arviz as az
 import numpy as np
 
+from pplsamplers.diagnostics.health import chain_health, chain_list, convergence
 from pplsamplers.diagnostics.names import coordinate_names
 from pplsamplers.diagnostics.stein_identities import SteinErrors, stein_errors
 from pplsamplers.estimator import Potential
@@ -99,20 +99,12 @@ class SelfCheck:
     diverged_chains: tuple[int, ...]
     nonfinite_draws: int
     counts: dict[str, int]
-    stein_draws: int
     stein_whitening: str
     """"dense", "diag", or "skipped: <reason>"."""
     stein_nonfinite: int
-    mean_err: np.ndarray
-    mean_mcse: np.ndarray
-    sd_ratio: np.ndarray
-    sd_mcse: np.ndarray
-    scale_err: np.ndarray
-    scale_mcse: np.ndarray
-    coherent_scale_err: float
-    """The Stein scale error averaged over the coordinates (c² − 1 for draws whose covariance
-    is c² times the posterior's), and its MCSE below."""
-    coherent_scale_mcse: float
+    stein: SteinErrors
+    """The Stein check's mean and scale errors per coordinate and averaged over them, with
+    their MCSEs (:class:`~pplsamplers.diagnostics.stein_identities.SteinErrors`)."""
     thresholds: Thresholds
 
     def _worst(self, values: np.ndarray, centre: float | None) -> tuple[int | None, float, str]:
@@ -131,15 +123,15 @@ class SelfCheck:
         for label, values, centre in [
             ("rhat_max", self.rhat, 1.0),
             ("ess_bulk_min", self.ess_bulk, None),
-            ("stein_mean_err", self.mean_err, 0.0),
-            ("stein_sd_ratio", self.sd_ratio, 1.0),
+            ("stein_mean_err", self.stein.mean_err, 0.0),
+            ("stein_sd_ratio", self.stein.sd_ratio, 1.0),
         ]:
             j, out[label], out[label + "_name"] = self._worst(values, centre)
             if label == "stein_mean_err":
-                out["stein_mean_mcse"] = math.nan if j is None else float(self.mean_mcse[j])
-        out["stein_coherent_scale_err"] = float(self.coherent_scale_err)
-        out["stein_coherent_scale_mcse"] = float(self.coherent_scale_mcse)
-        out["stein_draws"] = int(self.stein_draws)
+                out["stein_mean_mcse"] = math.nan if j is None else float(self.stein.mean_mcse[j])
+        out["stein_coherent_scale_err"] = float(self.stein.coherent_scale_err)
+        out["stein_coherent_scale_mcse"] = float(self.stein.coherent_scale_mcse)
+        out["stein_draws"] = int(self.stein.num_draws)
         out["stein_whitening"] = self.stein_whitening
         out["stein_nonfinite"] = int(self.stein_nonfinite)
         out["frozen_chains"] = ",".join(map(str, self.frozen_chains))
@@ -161,11 +153,11 @@ class SelfCheck:
             lines.append(f"  Stein check {self.stein_whitening}")
         else:
             lines.append(
-                f"  Stein check ({self.stein_draws} draws, {self.stein_whitening} S): "
+                f"  Stein check ({self.stein.num_draws} draws, {self.stein_whitening} S): "
                 f"worst mean error {a['stein_mean_err']:+.3f} ± {a['stein_mean_mcse']:.3f} sd "
                 f"({a['stein_mean_err_name']}); worst sd ratio {a['stein_sd_ratio']:.3f} "
                 f"({a['stein_sd_ratio_name']}); scale error averaged over the coordinates "
-                f"{self.coherent_scale_err:+.3f} ± {self.coherent_scale_mcse:.3f}"
+                f"{self.stein.coherent_scale_err:+.3f} ± {self.stein.coherent_scale_mcse:.3f}"
             )
         steps = ", ".join(f"{v} {k}" for k, v in self.counts.items())
         lines.append(
@@ -196,50 +188,6 @@ def warn(result: SelfCheck, stacklevel: int = 2) -> None:
     """Issue ``result.warning`` as a :class:`SelfCheckWarning` when the check failed."""
     if not result.passed:
         warnings.warn(result.warning, SelfCheckWarning, stacklevel=stacklevel)
-
-
-def _convergence(draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rank-normalised split R-hat and bulk ESS per coordinate (ArviZ); one chain is halved."""
-    if draws.shape[0] == 1:
-        half = draws.shape[1] // 2
-        draws = np.stack([draws[0, :half], draws[0, half : 2 * half]])
-    if draws.shape[1] < 4:
-        nan = np.full(draws.shape[-1], np.nan)
-        return nan, nan
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return np.asarray(az.rhat(draws)), np.asarray(az.ess(draws, method="bulk"))
-
-
-def _chain_health(draws: np.ndarray, th: Thresholds) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per chain: non-finite draw counts, frozen flags, diverged flags."""
-    finite_rows = np.all(np.isfinite(draws), axis=-1)  # (chains, draws)
-    nonfinite = np.sum(~finite_rows, axis=1)
-    safe = np.where(np.isfinite(draws), draws, 0.0)
-    with np.errstate(over="ignore", invalid="ignore"):  # a chain at 1e200 squares to inf
-        var = np.var(safe, axis=1)  # (chains, D)
-        # zero variance relative to the chain's own location (a frozen chain at 0 included)
-        zero_var = np.all(var <= th.frozen_rel_var * np.mean(safe, axis=1) ** 2, axis=1)
-    moved = (
-        np.mean(np.any(np.diff(draws, axis=1) != 0, axis=-1), axis=1) if draws.shape[1] > 1 else 1.0
-    )
-    frozen = zero_var | (np.asarray(moved) < th.min_moved)
-    # diverged: relative to the centre and robust sd of the tightest healthy chain
-    q25, med, q75 = np.percentile(safe, [25, 50, 75], axis=1)  # each (chains, D)
-    robust_sd = (q75 - q25) / 1.349
-    healthy = (nonfinite == 0) & ~frozen
-    diverged = nonfinite > 0
-    if np.any(healthy):
-        ref = np.flatnonzero(healthy)[np.argmin(np.sum(np.log(robust_sd[healthy] + 1e-300), -1))]
-        scale = np.maximum(robust_sd[ref], 1e-12 * (1.0 + np.abs(med[ref])))
-        far = np.max(np.abs(safe - med[ref]) / scale, axis=(1, 2))
-        diverged = diverged | (far > th.diverged_sds)
-    return nonfinite, frozen, diverged
-
-
-def _chain_list(label: str, chains: np.ndarray) -> str:
-    ids = ", ".join(map(str, np.flatnonzero(chains)))
-    return f"chain{'s' if np.sum(chains) > 1 else ''} {ids} {label}"
 
 
 def self_check(
@@ -303,10 +251,10 @@ def self_check(
         raise ValueError(f"draws must have shape (chains, draws, D={dim}); got {draws.shape}.")
     names = tuple(names if names is not None else coordinate_names(potential))
     th = thresholds
-    nonfinite, frozen, diverged = _chain_health(draws, th)
+    nonfinite, frozen, diverged = chain_health(draws, th)
     usable = (nonfinite == 0) & ~diverged
     nan = np.full(dim, np.nan)
-    rhat, ess = _convergence(draws[usable]) if np.any(usable) else (nan, nan)
+    rhat, ess = convergence(draws[usable]) if np.any(usable) else (nan, nan)
     stein, how, stein_bad = None, "skipped: no finite, non-diverged chain", 0
     if scores is not None and np.any(usable):
         given = np.asarray(scores, dtype=float).reshape(draws.shape)[usable]
@@ -355,9 +303,9 @@ def self_check(
             )
         )
     if np.any(frozen):
-        fails.append(("frozen", _chain_list("frozen", frozen), "frozen"))
+        fails.append(("frozen", chain_list("frozen", frozen), "frozen"))
     if np.any(diverged):
-        fails.append(("diverged", _chain_list("diverged", diverged), "diverged"))
+        fails.append(("diverged", chain_list("diverged", diverged), "diverged"))
     if np.sum(nonfinite) or stein_bad:
         what = f"{int(np.sum(nonfinite))} non-finite draws" if np.sum(nonfinite) else ""
         what += ("; " if what else "") + (
@@ -389,17 +337,9 @@ def self_check(
         diverged_chains=tuple(int(c) for c in np.flatnonzero(diverged)),
         nonfinite_draws=int(np.sum(nonfinite)),
         counts=totals,
-        stein_draws=int(stein.num_draws),
         stein_whitening=how,
         stein_nonfinite=int(stein_bad),
-        mean_err=np.asarray(mean_err),
-        mean_mcse=np.asarray(stein.mean_mcse),
-        sd_ratio=np.asarray(ratio),
-        sd_mcse=np.asarray(stein.sd_mcse),
-        scale_err=np.asarray(stein.scale_err),
-        scale_mcse=np.asarray(stein.scale_mcse),
-        coherent_scale_err=float(coherent),
-        coherent_scale_mcse=float(stein.coherent_scale_mcse),
+        stein=stein,
         thresholds=th,
     )
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -67,6 +67,10 @@ class Whitening(NamedTuple):
         # evaluation inside the kernels' loops
         return self.center + jnp.einsum("ij,...j->...i", self.factor, z)
 
+    def matrix(self) -> Array:
+        """L as a (D, D) matrix."""
+        return self.factor if self.dense else jnp.diag(self.factor)
+
     def to_z(self, x: Array) -> Array:
         """z = L⁻¹(x − c) for x of shape ``(..., D)``."""
         d = x - self.center
@@ -87,11 +91,14 @@ class Whitening(NamedTuple):
 
 class ControlVariate(NamedTuple):
     """The anchor x* of a control variate (model coordinates) and the full-data likelihood
-    there: L(x*) = Σ_i ℓ_i(x*) and its gradient.  Compared and hashed by identity."""
+    there: L(x*) = Σ_i ℓ_i(x*), its gradient and, for a second-order control variate, its
+    Hessian (any object whose ``quadratic(v)`` is ½ vᵀ ∇²L(x*) v, such as an arrowhead).
+    Compared and hashed by identity."""
 
     anchor: Array
     value: Array
     gradient: Array
+    hessian: Any = None
 
     __hash__ = object.__hash__
 
@@ -167,10 +174,17 @@ class Estimator(NamedTuple):
         global_term, per_datum = self.model_terms(x, idx)
         if self.cv is None:
             return global_term, per_datum
-        anchor, like_value, like_grad = self.cv
+        anchor, like_value, like_grad, hessian = self.cv
         delta = x - anchor
-        at_anchor, slope = jax.jvp(lambda y: self.model_terms(y, idx)[1], (anchor,), (delta,))
-        return global_term + like_value + like_grad @ delta, per_datum - at_anchor - slope
+        at = lambda y: jax.jvp(lambda w: self.model_terms(w, idx)[1], (y,), (delta,))
+        global_term = global_term + like_value + like_grad @ delta
+        if hessian is None:
+            at_anchor, slope = at(anchor)
+            return global_term, per_datum - at_anchor - slope
+        # second order: each datum's δᵀ∇²ℓ_i δ from a jvp of the jvp, and ½ δᵀ∇²L δ back
+        (at_anchor, slope), (_, curvature) = jax.jvp(at, (anchor,), (delta,))
+        residual = per_datum - at_anchor - slope - 0.5 * curvature
+        return global_term + hessian.quadratic(delta), residual
 
     def value(self, x: Array, idx: Array) -> Array:
         """Ũ(x) = g(x) + (N/|idx|) Σ_{i∈idx} ℓ_i(x)."""

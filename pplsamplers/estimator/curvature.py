@@ -110,8 +110,25 @@ def gradient_noise_variance(rng_key: PRNGKey, estimator: Estimator, x: Array) ->
     return estimator.N**2 / estimator.n * jnp.var(grads, axis=0, ddof=1)
 
 
+@partial(jax.jit, static_argnums=0)
+def datum_directional(estimator: Estimator, x: Array, directions: Array) -> Array:
+    """(N, m): v·∇ℓ_i(x) for every datum i and each of the m rows v of ``directions``, over
+    the full data in chunks (one forward pass per chunk and direction)."""
+    N = estimator.N
+    chunk = min(estimator.chunk_size, N)
+
+    def one_chunk(c: Array) -> Array:
+        idx = jnp.minimum(c * chunk + jnp.arange(chunk), N - 1)
+        per_datum = lambda y: estimator.terms(y, idx)[1]
+        return jax.vmap(lambda v: jax.jvp(per_datum, (x,), (v,))[1])(directions).T
+
+    out = lax.map(one_chunk, jnp.arange(-(-N // chunk)))
+    return out.reshape(-1, directions.shape[0])[:N]
+
+
 __all__ = [
     "HVP_BATCH",
+    "datum_directional",
     "fisher_diagonal",
     "full_hessian",
     "gradient_noise_variance",

@@ -11,6 +11,8 @@ returns a new one, as Optax's transformations chain (here plain function composi
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -61,7 +63,7 @@ def with_clipped_gradient(estimator: Estimator, max_norm: float) -> Estimator:
     return estimator._replace(max_grad_norm=float(max_norm))
 
 
-def with_control_variate(estimator: Estimator, anchor: Array) -> Estimator:
+def with_control_variate(estimator: Estimator, anchor: Array, hessian: Any = None) -> Estimator:
     """The control-variate estimator anchored at ``anchor`` (in the estimator's coordinates).
 
     With L(x) = Σ_i ℓ_i(x) and x* the anchor, its gradient is ∇g(x) + ∇L(x*) + (N/n) Σ_{i∈idx}
@@ -71,6 +73,16 @@ def with_control_variate(estimator: Estimator, anchor: Array) -> Estimator:
 
     Both are unbiased for U and ∇U, with noise that vanishes as x → x* (Baker et al. 2019).
     The full-data terms at the anchor cost one pass, here.
+
+    ``hessian``: ∇²L(x*) (an object whose ``quadratic(δ)`` is ½ δᵀ∇²L(x*) δ, in model
+    coordinates), for the second-order control variate: each datum's quadratic expansion
+    ½ δᵀ∇²ℓ_i δ (a jvp of a jvp) is subtracted too, and the full-data one added back,
+
+        … + ½ δᵀ∇²L(x*) δ + (N/n) Σ [ℓ_i(x) − (ℓ_i(x*) + ∇ℓ_i(x*)·δ + ½ δᵀ∇²ℓ_i(x*) δ)],
+
+    whose noise is of third order in δ = x − x* (Quiroz et al. 2019's difference estimator):
+    where each datum's likelihood is close to quadratic over the posterior, a minibatch that
+    misses most groups of a hierarchical model still estimates their gradients well.
 
     Examples
     --------
@@ -90,7 +102,7 @@ def with_control_variate(estimator: Estimator, anchor: Array) -> Estimator:
     model = estimator.model_terms
     likelihood = lambda y, idx: (jnp.zeros((), y.dtype), model(y, idx)[1])
     value, gradient = jax.jit(lambda y: full_pass(estimator, likelihood, y))(anchor)
-    return estimator._replace(cv=ControlVariate(anchor, value, gradient))
+    return estimator._replace(cv=ControlVariate(anchor, value, gradient, hessian))
 
 
 def identity_whitening(dim: int, dtype: jnp.dtype) -> Whitening:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import inspect as pyinspect
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any, ClassVar, NamedTuple
 
 import jax
@@ -51,6 +52,7 @@ from pplsamplers.model import (
     is_concrete,
     make_postprocess,
     mesh_sharded,
+    require_concrete,
 )
 from pplsamplers.model.sharding import chain_sharding
 from pplsamplers.types import Array, PRNGKey
@@ -76,9 +78,9 @@ class Prepared(NamedTuple):
 class SubsampledKernel(MCMCKernel):
     """The NumPyro ``MCMCKernel`` of every pplsamplers sampler (module docstring).
 
-    A sampler class names its options dataclass, the function that declares its kernel for
-    given options, its kernel's ``Info`` and the options it takes positionally:
-    ``class SGLD(SubsampledKernel, options=SGLDOptions, declare=sgld.declare, info=SGLDInfo,
+    A sampler class names its kernel's module, which exports ``Options`` (the options
+    dataclass), ``declare(options) -> KernelSpec`` and ``Info`` (the kernel's diagnostics), and
+    the options it takes positionally: ``class SGLD(SubsampledKernel, kernel=sgld,
     positional=("step_size",))``.  Its signature and the Parameters of its docstring are
     derived from the dataclass, so each default is stated once.
     """
@@ -90,17 +92,12 @@ class SubsampledKernel(MCMCKernel):
     positional: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(
-        cls,
-        *,
-        options: type,
-        declare: Callable[[Any], KernelSpec],
-        info: type,
-        positional: tuple[str, ...] = (),
-        **kwargs: Any,
+        cls, *, kernel: ModuleType, positional: tuple[str, ...] = (), **kwargs: Any
     ) -> None:
         super().__init_subclass__(**kwargs)
+        options, info = kernel.Options, kernel.Info
         cls.Options, cls.positional = options, tuple(positional)
-        cls.declare = staticmethod(declare)
+        cls.declare = staticmethod(kernel.declare)
         cls.State = sampler_state(cls, info)
         shared = pyinspect.signature(SubsampledKernel.__init__)
         cls.__signature__ = options_signature(options, cls.positional, shared)
@@ -222,8 +219,11 @@ class SubsampledKernel(MCMCKernel):
                 "sharded data, and with pplsamplers.shard_data(args, chains=k) they are split "
                 "over k devices of a ('chain', 'data') mesh too. Or 'parallel' with unsharded data."
             )
+        previous = self.prepared
         prepared = self._prepare(model_args, model_kwargs or {}, traced=traced)
         mcmc = driving_mcmc()
+        if previous is not None and prepared is not previous:  # new data: NumPyro's step
+            getattr(mcmc, "_cache", {}).clear()  # compiled with jit_model_args holds the old
         check_fields(mcmc, self.State)
         stepper = self._stepper(prepared, int(num_warmup), mcmc)
         # NumPyro reads ``_sample_fn`` to tell whether init ran: (stepper, unravel)
@@ -254,6 +254,7 @@ class SubsampledKernel(MCMCKernel):
         model_args, model_kwargs = tuple(model_args), dict(model_kwargs)
         if self.prepared is not None and self.prepared.setup.matches(model_args, model_kwargs):
             return self.prepared
+        require_concrete(model_args, model_kwargs, type(self).__name__)  # not inside jax.jit
         given = self._given_setup
         with jax.ensure_compile_time_eval() if traced else contextlib.nullcontext():
             if given is not None and given.matches(model_args, model_kwargs):
@@ -277,9 +278,9 @@ class SubsampledKernel(MCMCKernel):
             init_position=jnp.zeros(estimator.dim, dtype),
             mode=to_z(setup.mode),
             anchor=to_z(setup.anchor),
-            center=whitening.center,
-            factor=whitening.factor,
+            whitening=whitening,
             whitened=setup.whitened,
+            curvature=setup.curvature,
         )
         params = self.spec.default_params(jax.random.PRNGKey(SEED + 3), estimator, context)
         postprocess = (lambda z: z) if setup.view is None else make_postprocess(setup.view)

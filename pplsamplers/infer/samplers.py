@@ -7,18 +7,11 @@ from __future__ import annotations
 
 from pplsamplers.infer.adapter import SubsampledKernel
 from pplsamplers.kernels.pdmp import boomerang, bps, sbps
-from pplsamplers.kernels.pdmp.events import PDMPInfo
 from pplsamplers.kernels.pdmp.reference import GaussianReference
 from pplsamplers.kernels.sgmcmc import csgld, hamcmc, sgbd, sgld, sgrld
 
 
-class SGLD(
-    SubsampledKernel,
-    options=sgld.SGLDOptions,
-    declare=sgld.declare,
-    info=sgld.SGLDInfo,
-    positional=("step_size",),
-):
+class SGLD(SubsampledKernel, kernel=sgld, positional=("step_size",)):
     """Stochastic gradient Langevin dynamics as a NumPyro ``MCMCKernel``.
 
     x ← x − ε ∇Ũ(x) + √(2ε) ξ with a fresh minibatch each step (Welling & Teh 2011, eq. 4);
@@ -36,13 +29,7 @@ class SGLD(
     """
 
 
-class SGBD(
-    SubsampledKernel,
-    options=sgbd.SGBDOptions,
-    declare=sgbd.declare,
-    info=sgbd.SGBDInfo,
-    positional=("step_size",),
-):
+class SGBD(SubsampledKernel, kernel=sgbd, positional=("step_size",)):
     """Stochastic gradient Barker dynamics as a NumPyro ``MCMCKernel``.
 
     Each step moves every unconstrained coordinate by ±z_j, z_j ~ N(σ_j, (0.1σ_j)²), the sign
@@ -59,13 +46,7 @@ class SGBD(
     """
 
 
-class CSGLD(
-    SubsampledKernel,
-    options=csgld.CSGLDOptions,
-    declare=csgld.declare,
-    info=csgld.CSGLDInfo,
-    positional=("step_size",),
-):
+class CSGLD(SubsampledKernel, kernel=csgld, positional=("step_size",)):
     """Corrected SGLD (Mauri & Zanella's Alg. 7) as a NumPyro ``MCMCKernel``.
 
     x ← x + ε ĝ + √(max(2ε − ε²τ̂², 0)) ξ: SGLD that injects only the noise the minibatch
@@ -80,13 +61,7 @@ class CSGLD(
     """
 
 
-class SGRLD(
-    SubsampledKernel,
-    options=sgrld.SGRLDOptions,
-    declare=sgrld.declare,
-    info=sgrld.SGRLDInfo,
-    positional=("step_size",),
-):
+class SGRLD(SubsampledKernel, kernel=sgrld, positional=("step_size",)):
     """SGRLD with a constant dense metric G (Şimşekli et al. 2016's baseline) for NumPyro.
 
     θ ← θ − ε G⁻¹∇Ũ(θ) + √(2ε) L⁻ᵀ ξ with G = L Lᵀ given by the user (the Fisher information
@@ -101,13 +76,7 @@ class SGRLD(
     """
 
 
-class HAMCMC(
-    SubsampledKernel,
-    options=hamcmc.HAMCMCOptions,
-    declare=hamcmc.declare,
-    info=hamcmc.HAMCMCInfo,
-    positional=("step_size",),
-):
+class HAMCMC(SubsampledKernel, kernel=hamcmc, positional=("step_size",)):
     """Hessian-approximated MCMC (Şimşekli et al. 2016) as a NumPyro ``MCMCKernel``.
 
     Stochastic quasi-Newton Langevin: θ_t = θ_{t−M} − ε_t H_t ∇Ũ(θ_{t−M}) + √(2ε_t) S_t z
@@ -128,7 +97,7 @@ class HAMCMC(
     """
 
 
-class BPS(SubsampledKernel, options=bps.BPSOptions, declare=bps.declare, info=PDMPInfo):
+class BPS(SubsampledKernel, kernel=bps):
     """The Bouncy Particle Sampler with adaptive interpolation thinning, as a NumPyro kernel.
 
     Goan et al. §2.1 with Alg. 2: linear flow, rate [v·∇Ũ]_+ (eq. 2), reflection (eq. 3),
@@ -147,9 +116,7 @@ class BPS(SubsampledKernel, options=bps.BPSOptions, declare=bps.declare, info=PD
     """
 
 
-class Boomerang(
-    SubsampledKernel, options=boomerang.BoomerangOptions, declare=boomerang.declare, info=PDMPInfo
-):
+class Boomerang(SubsampledKernel, kernel=boomerang):
     """The Boomerang sampler with adaptive interpolation thinning, as a NumPyro kernel.
 
     Goan et al. §2.3 and Bierkens et al. (2020): an elliptical flow around x*, velocities
@@ -174,13 +141,7 @@ class Boomerang(
         return None if self.prepared is None else self.prepared.params.reference
 
 
-class SBPS(
-    SubsampledKernel,
-    options=sbps.SBPSOptions,
-    declare=sbps.declare,
-    info=PDMPInfo,
-    positional=("k",),
-):
+class SBPS(SubsampledKernel, kernel=sbps, positional=("k",)):
     """The Stochastic Bouncy Particle Sampler (Pakman et al. 2017) as a NumPyro ``MCMCKernel``;
     with ``preconditioned=True`` pSBPS (§5).
 

@@ -68,17 +68,17 @@ def model_time_averages(info: Any, metric: Whitening) -> Any:
     """A PDMP's exact interval averages of z and z² (SBPS eq. 19) mapped to x = c + L z.
 
     The mean maps exactly.  The average of x² needs the interval's cross moments of z when L
-    is dense, which the kernels do not keep, so it is NaN then (a diagonal L maps exactly).
+    is not diagonal, which the kernels do not keep, so it is NaN then (a diagonal L maps
+    exactly).
     """
     if not hasattr(info, "time_average"):
         return info
-    center, factor = metric
     mean_z, square_z = info.time_average, info.time_average_sq
-    if factor.ndim == 1:
-        mean_x = center + factor * mean_z
+    mean_x = metric.to_x(mean_z)
+    if isinstance(metric, Whitening) and not metric.dense:
+        center, factor = metric
         square_x = center**2 + 2 * center * factor * mean_z + factor**2 * square_z
     else:
-        mean_x = center + factor @ mean_z
         square_x = jnp.full_like(mean_x, jnp.nan)
     return info._replace(time_average=mean_x, time_average_sq=square_x)
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import jax.numpy as jnp
+
 from pplsamplers.estimator import Estimator
 from pplsamplers.types import Array, PRNGKey
 
@@ -49,21 +51,32 @@ class WarmupContext(NamedTuple):
         The Gaussian approximation's centre (the mode), or ``None`` where none was searched.
     anchor
         The control variate's anchor, or ``None``.
-    center, factor
+    whitening
         The map x = c + L z from the kernel's coordinates to the model's flat unconstrained
-        ones; L is ``(D,)`` or lower-triangular ``(D, D)`` (ones with ``precondition=None``).
-        An option given over the model's x maps through it (a metric G becomes Lᵀ G L).
+        ones (``to_x``, ``to_z``, ``matrix()`` for L itself).  An option given over the
+        model's x maps through it (a metric G becomes Lᵀ G L).
     whitened
         Whether the estimator runs in whitened coordinates, where the posterior has about
         unit scale.
+    curvature
+        U's curvature along each coordinate z at the centre where the set-up knows it
+        cheaply (a structured model), else ``None``: a kernel then computes it, D
+        Hessian-vector products.
     """
 
     init_position: Array
     mode: Array | None
     anchor: Array | None
-    center: Array
-    factor: Array
+    whitening: Any
     whitened: bool
+    curvature: Array | None = None
+
+    def curvature_at(self, position: Array | None) -> Array | None:
+        """:attr:`curvature` where ``position`` is the mode it was computed at, else ``None``."""
+        same = position is not None and self.mode is not None
+        if same and self.curvature is not None and bool(jnp.array_equal(position, self.mode)):
+            return self.curvature
+        return None
 
     @property
     def dtype(self) -> Any:

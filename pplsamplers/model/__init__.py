@@ -5,13 +5,16 @@ devices, summed where they live.  Nothing below the adapter imports this package
 
 import sys
 
+from pplsamplers.model._inputs import no_dimension_error
 from pplsamplers.model._support import edge_error, with_support_checks
 from pplsamplers.model._tracing import (
+    FullDataOnlyError,
     LocalLatentError,
     as_jax_arguments,
     leaf_identity,
     same_objects,
 )
+from pplsamplers.model.data import validate_data
 from pplsamplers.model.potential import (
     all_data_model,
     check_position,
@@ -28,10 +31,11 @@ from pplsamplers.model.view import (
     flatten_init_params,
     inspect,
     is_concrete,
-    validate_data,
+    require_concrete,
 )
 
 __all__ = [
+    "FullDataOnlyError",
     "LocalLatentError",
     "ModelView",
     "all_data_model",
@@ -49,6 +53,8 @@ __all__ = [
     "make_potential",
     "mesh_sharded",
     "model_info",
+    "no_dimension_error",
+    "require_concrete",
     "same_objects",
     "shard_data",
     "shuffled_view",

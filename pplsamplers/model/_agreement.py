@@ -23,12 +23,14 @@ def terms_match(terms: Array, reference: Array) -> Array:
     return jnp.stack([jnp.all(jnp.isfinite(reference)), jnp.all(close)])
 
 
-def agree_where_finite(agree: Callable[[dict], Array], points: list[dict]) -> bool:
+def agree_where_finite(
+    agree: Callable[[dict], Array], points: list[dict], undecided: bool | None = False
+) -> bool | None:
     """Whether ``agree(params)`` (stacked :func:`terms_match` pairs) matches at every point
-    of ``points`` where the reference terms are finite, and they are at one point at least."""
+    of ``points`` where the reference terms are finite; ``undecided`` where they are at none."""
     results = np.stack([np.asarray(agree(params)).reshape(-1, 2).all(0) for params in points])
     finite, match = results[:, 0], results[:, 1]
-    return bool(finite.any() and match[finite].all())
+    return bool(match[finite].all()) if finite.any() else undecided
 
 
 def check_points(
@@ -53,11 +55,12 @@ def row_slices_agree(
     info: SiteInfo,
     init_strategy: Callable,
     count: int,
-) -> bool:
+) -> bool | None:
     """Whether the row-sliced model (``info.slice_rows``) gives the full model's per-datum
     terms on rows 0..count-1 and its global term, at the :func:`check_points` of one
     init-strategy start where the full model's are finite (one compiled full-data pass
-    each): an argument with N rows that is not per-datum breaks it."""
+    each): an argument with N rows that is not per-datum breaks it.  ``None`` where the full
+    model's terms are finite at none of those points (nothing to compare)."""
     full = make_terms(model, model_args, model_kwargs, info._replace(slice_rows=False))
     rows = make_terms(model, model_args, model_kwargs, info._replace(slice_rows=True))
 
@@ -69,7 +72,7 @@ def row_slices_agree(
 
     keys = jax.random.PRNGKey(0)[None]
     points = check_points(keys, model, model_args, model_kwargs, info, init_strategy)
-    return agree_where_finite(agree, points)
+    return agree_where_finite(agree, points, undecided=None)
 
 
 __all__ = ["agree_where_finite", "check_points", "row_slices_agree", "terms_match"]

@@ -28,9 +28,10 @@ from numpyro.distributions import Unit, constraints
 from numpyro.distributions.transforms import biject_to
 from numpyro.distributions.util import sum_rightmost
 
-from pplsamplers.model import _support
+from pplsamplers.model import _inputs, _support
 from pplsamplers.model._tracing import (
     LocalLatentError,
+    _plate_axis,  # noqa: F401 - view and data read it here
     _plates_of,
     _trace,
     _trace_or_explain,
@@ -56,14 +57,6 @@ class SiteInfo(NamedTuple):
     slice_rows: bool = False  # the data plate's data are not indexed: slice the arguments
 
 
-def _plate_axis(site: dict, plate: str) -> int | None:
-    """Axis of ``plate`` in ``site``'s value (``None`` when the value lacks it)."""
-    frame = next(f for f in site["cond_indep_stack"] if f.name == plate)
-    event_dim = len(site["fn"].event_shape) if site.get("fn") is not None else 0
-    axis = np.ndim(site["value"]) - event_dim + frame.dim
-    return axis if axis >= 0 else None
-
-
 def _is_real(support: Any) -> bool:
     """True for an unconstrained support (real, possibly with event dimensions)."""
     while isinstance(support, constraints.independent):
@@ -74,8 +67,11 @@ def _is_real(support: Any) -> bool:
 def discrete_latent_sites(
     model: Callable, model_args: tuple, model_kwargs: dict, init_strategy: Callable | None = None
 ) -> list[str]:
-    """Names of the latent sites with a discrete support (no error raised)."""
+    """Names of the latent sites with a discrete support (raises only where the model's data
+    look missing, :func:`~pplsamplers.model._inputs.missing_data_error`)."""
     trace = _trace_or_explain(model, model_args, model_kwargs, init_strategy)
+    if (error := _inputs.missing_data_error(trace, model, model_args, model_kwargs)) is not None:
+        raise error
     return [
         name
         for name, site in trace.items()
@@ -96,9 +92,13 @@ def inspect_model(
     ------
     ValueError
         For a discrete latent site, a latent site inside the data plate, an unknown or ambiguous
-        data plate, or a subsample plate whose observed data ignore the plate's indices.
+        data plate, a subsample plate whose observed data ignore the plate's indices, data
+        left out (``y=None``) or data of another length than their plate.
     """
     trace = _trace_or_explain(model, model_args, model_kwargs, init_strategy)
+    for check in (_inputs.missing_data_error, _inputs.plate_length_error):
+        if (error := check(trace, model, model_args, model_kwargs)) is not None:
+            raise error
     plates = {name: site for name, site in trace.items() if site["type"] == "plate"}
     samples = {n: s for n, s in trace.items() if s["type"] == "sample"}
     observed = {n: s for n, s in samples.items() if s["is_observed"]}
@@ -109,7 +109,8 @@ def inspect_model(
             raise ValueError(
                 f"latent site '{name}' is discrete ({type(site['fn']).__name__}); pplsamplers "
                 "samplers need continuous latent variables. Marginalise it out (e.g. with "
-                "numpyro.contrib.funsor / infer_discrete) or use NumPyro's NUTS/MixedHMC."
+                "numpyro.contrib.funsor / infer_discrete), or use AutoSampler (NumPyro's "
+                "DiscreteHMCGibbs on small data) or NumPyro's MixedHMC."
             )
 
     if data_plate is not None and data_plate not in plates:

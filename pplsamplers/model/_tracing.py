@@ -12,6 +12,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import checkify
 from numpyro import handlers
 from numpyro.distributions.transforms import biject_to
 from numpyro.infer import init_to_uniform
@@ -99,6 +100,7 @@ def _trace(
     *,
     staged: bool = False,
     abstract: bool = False,
+    out_of_bounds: Callable[[str], None] | None = None,
 ) -> dict:
     """Trace ``model`` with latent values from ``init_strategy`` (never ``fn.sample()``).
 
@@ -114,6 +116,8 @@ def _trace(
     continuous latent sites also carry ``"unconstrained_value"``, their value mapped through
     their support's bijection inside the program: a support bounded by another latent
     (``Uniform(0, θ)``) holds a tracer, so its bijection cannot be built outside it.
+    ``out_of_bounds`` (staged): the program checks its reads (``checkify.index_checks``), and
+    this is called with the message of a read past an array's end, which JAX would clamp.
     """
     model_args, model_kwargs = as_jax_arguments(model_args, model_kwargs)
     seeded = handlers.seed(model, rng_seed=seed)
@@ -132,7 +136,14 @@ def _trace(
         }
         return {name: site["value"] for name, site in samples.items()}, unconstrained
 
-    values, unconstrained = jax.eval_shape(sample_values) if abstract else jax.jit(sample_values)()
+    def checked() -> tuple[dict[str, Array], dict[str, Array]]:
+        error, out = jax.jit(checkify.checkify(sample_values, errors=checkify.index_checks))()
+        if error.get() is not None:
+            out_of_bounds(error.get())
+        return out
+
+    run = jax.jit(sample_values) if out_of_bounds is None else checked
+    values, unconstrained = jax.eval_shape(sample_values) if abstract else run()
     out = {
         name: {**site, "value": values[name]} if name in values else site
         for name, site in staged_trace.items()
@@ -159,6 +170,25 @@ class LocalLatentError(ValueError):
             "(per-datum) latent variables cannot be subsampled. Move them out of the plate or "
             "marginalise them, or use AutoSampler or NumPyro's NUTS on the full data."
         )
+
+
+class FullDataOnlyError(ValueError):
+    """A model that no minibatch kernel can run though NumPyro's NUTS can (no latent
+    dimension, a likelihood that cannot be subsampled).  ``reason`` says why in one clause,
+    for AutoSampler's decision (it hands the model to full-data NUTS); ``data_size``: the data
+    plate's N (0 without one)."""
+
+    def __init__(self, message: str, reason: str, data_size: int = 0) -> None:
+        self.reason, self.data_size = reason, data_size
+        super().__init__(message)
+
+
+def _plate_axis(site: dict, plate: str) -> int | None:
+    """Axis of ``plate`` in ``site``'s value (``None`` when the value lacks it)."""
+    frame = next(f for f in site["cond_indep_stack"] if f.name == plate)
+    event_dim = len(site["fn"].event_shape) if site.get("fn") is not None else 0
+    axis = np.ndim(site["value"]) - event_dim + frame.dim
+    return axis if axis >= 0 else None
 
 
 def _unindexed_plate_error(site: dict, plate: str, values: int, indices: int) -> ValueError:

@@ -12,13 +12,14 @@ from jax.flatten_util import ravel_pytree
 
 from pplsamplers.estimator import Potential, build_estimator
 from pplsamplers.model import _numpyro
-from pplsamplers.model.sharding import sharded_full_pass, warn_embedded_data
+from pplsamplers.model._inputs import failed_trace_error, no_dimension_error
+from pplsamplers.model.data import validate_data
+from pplsamplers.model.sharding import check_processes, sharded_full_pass, warn_embedded_data
 from pplsamplers.model.view import (
     ModelView,
     inspect,
     is_concrete,
     site_diagnosis,
-    validate_data,
 )
 from pplsamplers.types import Array, PRNGKey
 
@@ -77,12 +78,15 @@ def make_potential(
     Raises
     ------
     ValueError
-        Discrete latent sites, latent sites inside the data plate, ambiguous or duplicated
+        No latent dimension to sample (``FullDataOnlyError``, as for a likelihood that cannot
+        be subsampled: NUTS runs such models), missing data, per-datum arguments of different
+        lengths, discrete latent sites, latent sites inside the data plate, ambiguous or duplicated
         subsample plates, a ``subsample_size`` outside ``1..N`` or one given without a data plate,
         data not indexed with the plate's indices, non-finite data (names the site or argument
         and the first bad row).
     RuntimeError
-        When the initial point has a non-finite potential or gradient (names the site).
+        When the initial point has a non-finite potential or gradient (names the site), or
+        several JAX processes run without ``JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS=1``.
 
     Examples
     --------
@@ -98,6 +102,7 @@ def make_potential(
     >>> estimator.directional(jnp.zeros(1), jnp.ones(1), idx)[1].shape
     (10,)
     """
+    check_processes()  # several processes need the data as arguments: fail early, clearly
     if isinstance(model, ModelView):
         if model_args or model_kwargs or data_plate is not None or init_strategy is not None:
             raise ValueError(
@@ -107,10 +112,12 @@ def make_potential(
         view = model
     else:
         view = inspect(model, model_args, model_kwargs, data_plate, init_strategy)
+    info = view.info
+    if (refusal := no_dimension_error(info)) is not None:
+        raise refusal
     if check_data:
         validate_data(view)
     warn_embedded_data(view.model_args, view.model_kwargs)
-    info = view.info
     N = info.data_size
     if subsample_size is None:
         n = info.model_subsample_size or N
@@ -265,8 +272,19 @@ def full_data_model(view: ModelView) -> Callable:
 def discrete_latent_sites(
     model: Callable, model_args: tuple = (), model_kwargs: dict | None = None
 ) -> list[str]:
-    """Names of the model's discrete latent sites (which these samplers cannot move)."""
-    return _numpyro.discrete_latent_sites(model, model_args, dict(model_kwargs or {}))
+    """Names of the model's discrete latent sites (which these samplers cannot move).
+
+    Raises ``ValueError`` where the model's data look missing (an observed site turned
+    latent), or where its per-datum arguments have different lengths and the model fails on
+    them."""
+    model_kwargs = dict(model_kwargs or {})
+    try:
+        return _numpyro.discrete_latent_sites(model, model_args, model_kwargs)
+    except Exception as error:
+        lengths = failed_trace_error(error, model, tuple(model_args), model_kwargs)
+        if lengths is not None:
+            raise lengths from error
+        raise
 
 
 def all_data_model(model: Callable) -> Callable:

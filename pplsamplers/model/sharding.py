@@ -59,6 +59,20 @@ def constants_are_arguments() -> bool:
     return bool(jax.config.jax_use_simplified_jaxpr_constants)
 
 
+def check_processes() -> None:
+    """Raise ``RuntimeError`` when several JAX processes run without
+    ``JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS=1``: an array spanning several hosts cannot be
+    compiled into a program as a constant, so every set-up would fail later, obscurely."""
+    if jax.process_count() > 1 and not constants_are_arguments():
+        raise RuntimeError(
+            f"pplsamplers runs in {jax.process_count()} JAX processes, but {CONSTANTS_FLAG} is "
+            "off, so jax.jit would compile the data, which span several hosts, into every "
+            f"program as constants, which fails. Set {CONSTANTS_FLAG}=1 in the environment of "
+            "every process before `import jax` (e.g. `export "
+            f"{CONSTANTS_FLAG}=1`, or `import pplsamplers` before `import jax`)."
+        )
+
+
 EMBEDDED_DATA_WARN_BYTES = 1 << 24
 """Data above this size (16 MB) compiled in as constants get :func:`warn_embedded_data`."""
 
@@ -351,6 +365,7 @@ __all__ = [
     "CONSTANTS_FLAG",
     "EMBEDDED_DATA_WARN_BYTES",
     "chain_sharding",
+    "check_processes",
     "collectives",
     "constants_are_arguments",
     "data_mesh",

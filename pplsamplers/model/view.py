@@ -8,7 +8,6 @@ takes (:func:`~pplsamplers.model.make_potential`, ``check_position``, ``make_pos
 
 from __future__ import annotations
 
-import inspect as _pyinspect
 import math
 import warnings
 from collections.abc import Callable
@@ -23,8 +22,15 @@ from numpyro.distributions import Unit
 from numpyro.infer import init_to_uniform
 
 from pplsamplers.model import _agreement, _numpyro, _tracing
+from pplsamplers.model._inputs import (
+    _data_arguments,
+    failed_trace_error,
+    out_of_bounds_error,
+    unsliceable_error,
+)
 from pplsamplers.model._numpyro import SiteInfo
 from pplsamplers.model._tracing import _plates_of, as_jax_arguments
+from pplsamplers.model.sharding import check_processes
 from pplsamplers.types import Array
 
 _FIX_DATA = (
@@ -81,6 +87,19 @@ def is_concrete(*trees: Any) -> bool:
     return not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(trees))
 
 
+def require_concrete(model_args: Any, model_kwargs: Any, who: str) -> None:
+    """Raise ``ValueError`` when the model's arguments are traced: ``MCMC.run`` was called
+    inside ``jax.jit`` (or ``vmap``, ``grad``), where ``who``'s set-up cannot read the data."""
+    if not is_concrete(model_args, model_kwargs):
+        raise ValueError(
+            f"{who}'s set-up needs the data as concrete arrays (it reads them: mode, scale, "
+            "batch size), but the model's arguments are traced: MCMC.run was called inside "
+            "jax.jit, vmap or grad. Call mcmc.run(key, *data) outside jax.jit; MCMC compiles "
+            "the sampling itself, and MCMC(..., jit_model_args=True) reuses that program for "
+            "new data of the same shapes."
+        )
+
+
 def inspect(
     model: Callable,
     model_args: tuple = (),
@@ -117,6 +136,7 @@ def inspect(
     >>> view.data_plate, view.data_size, view.unconstrained_shapes
     ('data', 100, {'mu': ()})
     """
+    check_processes()  # several processes need the data as arguments: fail early, clearly
     # NumPy data become JAX arrays, as for NUTS: a NumPy array refuses traced indices (X[idx])
     model_args, kwargs = as_jax_arguments(model_args, model_kwargs)
     strategy = init_strategy or init_to_uniform
@@ -125,6 +145,9 @@ def inspect(
         view = check_plate_indexing(ModelView(model, tuple(model_args), kwargs, info, strategy))
     except Exception as error:  # non-finite data often fails first (NumPyro's validation)
         _validate_arguments(model, tuple(model_args), kwargs, error)
+        lengths = failed_trace_error(error, model, tuple(model_args), kwargs, strategy)
+        if lengths is not None:
+            raise lengths from error
         raise
     if info.deterministic_in_plate:
         warnings.warn(
@@ -166,6 +189,10 @@ def check_plate_indexing(view: ModelView) -> ModelView:
             fits = False
         if fits:
             return sliced
+        # the full model traces (its data have the plate's length), but not on a minibatch's
+        # rows, or with other terms there: no minibatch kernel can run it, NUTS can
+        if fits is False:
+            raise unsliceable_error(info.data_plate, info.data_size)
     site, length, error = problem
     raise _tracing._unindexed_plate_error(site, info.data_plate, length, count) from error
 
@@ -201,13 +228,23 @@ def _plate_indexing_problem(
     return None
 
 
-def _observed_sites(view: ModelView, factors: bool = False) -> list[dict]:
+def _observed_sites(view: ModelView, factors: bool = False, checked: bool = False) -> list[dict]:
     """Observed sites inside the data plate (``numpyro.factor`` sites too when ``factors``),
-    traced over all N (one compiled pass; their values are concrete)."""
+    traced over all N (one compiled pass; their values are concrete).  ``checked``: raise
+    :func:`~pplsamplers.model._inputs.out_of_bounds_error` where that pass reads an argument
+    past its end (a per-datum argument shorter than the plate)."""
+
+    def out_of_bounds(message: str) -> None:
+        error = out_of_bounds_error(message, view)
+        if error is not None:
+            raise error
+
+    check = checked and is_concrete(view.model_args, view.model_kwargs)
     full = _numpyro._fixed_plate_model(view.model, view.info, None)
     trace = _tracing._trace(
-        full, view.model_args, view.model_kwargs, view.init_strategy, staged=True
-    )
+        full, view.model_args, view.model_kwargs, view.init_strategy, staged=True,
+        out_of_bounds=out_of_bounds if check else None,
+    )  # fmt: skip
     plate = view.data_plate
     return [
         site
@@ -237,27 +274,6 @@ def _first_bad(value: Any, axis: int | None) -> tuple[int, int] | None:
     return int(xp.argmin(ok)), int((~ok).sum())
 
 
-def _data_arguments(model: Callable, model_args: tuple, model_kwargs: dict) -> list:
-    """``(label, leaf)`` for every array or float among the model's arguments."""
-    try:
-        parameters = _pyinspect.signature(model).parameters.values()
-        names = [
-            p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-        ]
-    except (TypeError, ValueError):
-        names = []
-    labelled = [
-        (f"argument '{names[i]}' (positional {i})" if i < len(names) else f"positional {i}", a)
-        for i, a in enumerate(model_args)
-    ] + [(f"keyword '{k}'", a) for k, a in model_kwargs.items()]
-    out = []
-    for label, arg in labelled:
-        for path, leaf in jax.tree_util.tree_flatten_with_path(arg)[0]:
-            if isinstance(leaf, np.ndarray | jax.Array | float | np.floating):
-                out.append((label + jax.tree_util.keystr(path), leaf))
-    return out
-
-
 def _validate_arguments(
     model: Callable, model_args: tuple, model_kwargs: dict, cause: Exception | None = None
 ) -> None:
@@ -268,47 +284,6 @@ def _validate_arguments(
             raise ValueError(
                 f"{label} has a non-finite value {where} ({bad[1]} bad rows in all). {_FIX_DATA}"
             ) from cause
-
-
-def validate_data(view: ModelView) -> None:
-    """Raise ``ValueError`` naming the first non-finite datum, before any sampling.
-
-    Checks, each in one vectorised pass over all N, every observed site inside the data plate
-    (traced once over all data) and then every floating array among the model's positional
-    and keyword arguments.  Tracers (inside ``jit``/``pmap``) are skipped.
-
-    Examples
-    --------
-    >>> import jax.numpy as jnp, numpyro, numpyro.distributions as dist
-    >>> def model(y):
-    ...     mu = numpyro.sample("mu", dist.Normal(0, 10))
-    ...     with numpyro.plate("data", y.shape[0]) as idx:
-    ...         numpyro.sample("y", dist.Normal(mu, 1), obs=y[idx])
-    >>> validate_data(inspect(model, (jnp.zeros(5).at[3].set(jnp.nan),)))  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ValueError: observed site 'y' has a non-finite value in datum 3 of plate 'data' ...
-    """
-    try:
-        sites = _observed_sites(view)
-    except Exception as error:  # non-finite arguments may fail NumPyro's validation first
-        _validate_arguments(view.model, view.model_args, view.model_kwargs, error)
-        raise
-    for site in sites:
-        axis = None
-        if view.data_plate is not None:
-            axis = _numpyro._plate_axis(site, view.data_plate)
-        bad = _first_bad(site["value"], axis)
-        if bad is not None:
-            where = (
-                f"in datum {bad[0]} of plate '{view.data_plate}'"
-                if axis is not None
-                else f"at flat index {bad[0]}"
-            )
-            raise ValueError(
-                f"observed site '{site['name']}' has a non-finite value {where} "
-                f"({bad[1]} bad in all). {_FIX_DATA}"
-            )
-    _validate_arguments(view.model, view.model_args, view.model_kwargs)
 
 
 def _layout(view_or_potential: Any) -> tuple[dict[str, tuple[int, ...]] | None, int, Any]:
@@ -416,6 +391,6 @@ __all__ = [
     "flatten_init_params",
     "inspect",
     "is_concrete",
+    "require_concrete",
     "site_diagnosis",
-    "validate_data",
 ]

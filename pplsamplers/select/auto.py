@@ -13,17 +13,24 @@ from pplsamplers import warmup
 from pplsamplers.cache import enable_compilation_cache
 from pplsamplers.infer.monitor import driving_mcmc
 from pplsamplers.model import (
+    FullDataOnlyError,
     LocalLatentError,
     as_jax_arguments,
     discrete_latent_sites,
     inspect,
     make_potential,
+    no_dimension_error,
+    require_concrete,
     same_objects,
 )
 from pplsamplers.registry import SAMPLERS, make_kernel
 from pplsamplers.select.competence import SMALL_N, rank_candidates
 from pplsamplers.select.decision import Decision
-from pplsamplers.select.features import local_latent_features, model_features
+from pplsamplers.select.features import (
+    full_data_features,
+    local_latent_features,
+    model_features,
+)
 from pplsamplers.select.pilot import PilotOptions, run_pilot
 from pplsamplers.types import PRNGKey
 from pplsamplers.warmup import SHARED_OPTIONS, ModeStage, SetupOptions
@@ -149,6 +156,7 @@ class AutoSampler(MCMCKernel):
         model_args, model_kwargs = self._as_jax(model_args, model_kwargs)
         if self.decision is not None and same_objects(self._data, (model_args, model_kwargs)):
             return self.decision
+        require_concrete(model_args, model_kwargs, "AutoSampler")  # not inside jax.jit
         enable_compilation_cache()
         subsample = self.overrides.get("subsample_size")
         data_plate = self.overrides.get("data_plate")
@@ -160,7 +168,11 @@ class AutoSampler(MCMCKernel):
                 model = inspect(model, model_args, model_kwargs, data_plate)  # traced once
             except LocalLatentError as error:  # per-datum latents: full-data NUTS only
                 features = local_latent_features(error)
+            except FullDataOnlyError as error:  # e.g. a likelihood that cannot be subsampled
+                features = full_data_features(error)
             else:
+                if (refusal := no_dimension_error(model.info)) is not None:
+                    features = full_data_features(refusal)  # nothing for a kernel to move
                 if probe_size is None and model.data_plate and model.model_subsample_size is None:
                     probe_size = default_subsample_size(model.data_size)
         stage = None
@@ -176,10 +188,13 @@ class AutoSampler(MCMCKernel):
             )
         ranking = tuple(rank_candidates(features, self.candidates or available_candidates()))
         if not ranking:
-            raise ValueError("no candidate sampler is compatible with this model.")
+            why = features.full_data_reason or ", ".join(features.local_sites)
+            only = f" ({why}; only NUTS can run it)" if why else ""
+            raise ValueError(f"no candidate sampler is compatible with this model{only}.")
         # the chosen kernel picks its own batch size (shared warmup) unless the user gave one
         shared = {"subsample_size": subsample} if subsample is not None else {}
-        if self.strategy == "pilot" and not features.local_sites:  # else only NUTS can run
+        full_data_only = features.local_sites or features.full_data_reason
+        if self.strategy == "pilot" and not full_data_only:  # else only NUTS can run
             decision = run_pilot(
                 self._model,
                 model_args,
@@ -268,7 +283,10 @@ class AutoSampler(MCMCKernel):
         model_args: tuple,
         model_kwargs: dict,
     ) -> Any:
+        previous = self._delegate
         self.decide(model_args, model_kwargs)
+        if previous is not None and self._delegate is not previous:  # new data: NumPyro's step
+            getattr(driving_mcmc(), "_cache", {}).clear()  # compiled (jit_model_args) holds the old
         model_args, model_kwargs = self._as_jax(model_args, model_kwargs)
         return self._delegate.init(rng_key, num_warmup, init_params, model_args, model_kwargs)
 
@@ -281,6 +299,8 @@ class AutoSampler(MCMCKernel):
         ``to_arviz`` both ask)."""
         features = getattr(self.decision, "features", None)
         if self._data is None or features is None or features.edge_sites or features.local_sites:
+            return None
+        if features.full_data_reason:  # no potential to build (make_potential refuses it)
             return None
         if self._check_potential is None:
             options = {

@@ -130,6 +130,13 @@ def rank_candidates(
             discrete=True,
         )
 
+    if f.full_data_reason:  # no latent dimension, a likelihood that cannot be subsampled
+        return full_data_only(
+            f"cannot run this model: {f.full_data_reason}",
+            f"{f.full_data_reason}: no minibatch kernel can run it, NumPyro's NUTS runs it "
+            "on the full data",
+        )
+
     full_data_cases = (  # (sites, why no minibatch kernel, why NUTS, NUTS's options)
         (
             f.local_sites,

@@ -22,11 +22,13 @@ from jax import lax
 
 from pplsamplers.estimator import Estimator, Potential, gradient_noise_variance, with_batch_size
 from pplsamplers.model import (
+    FullDataOnlyError,
     LocalLatentError,
     ModelView,
     discrete_latent_sites,
     inspect,
     make_potential,
+    no_dimension_error,
 )
 from pplsamplers.types import Array, PRNGKey
 from pplsamplers.warmup import ModeStage, find_map
@@ -83,6 +85,7 @@ class ModelFeatures(NamedTuple):
         every direction at once.  NaN where AutoSampler skips the shared warmup.
     local_sites : latent sites inside the data plate (per-datum latents), which no minibatch
         kernel can subsample; the probes are skipped (NaN).
+    full_data_reason : why only NUTS can run the model (e.g. no latent dimension); or empty.
     """
 
     num_data: int
@@ -107,6 +110,7 @@ class ModelFeatures(NamedTuple):
     edge_sites: tuple[str, ...] = ()
     laplace_weight_sd: float = float("nan")
     local_sites: tuple[str, ...] = ()
+    full_data_reason: str = ""
 
     def as_dict(self) -> dict[str, object]:
         """Printable (scalar) features, without the per-coordinate vectors."""
@@ -159,7 +163,7 @@ def probe_features(
         x_map = stage.mode
     else:
         x_map = find_map(map_key, estimator, potential.init_position).position
-    dense = stage is not None and stage.mode is not None and stage.whitening.factor.ndim == 2
+    dense = stage is not None and stage.mode is not None and stage.whitening.dense
     factor = stage.whitening.factor if dense else None  # L Lᵀ = H⁻¹ (floored)
     values = _probe_arrays(probe_key, estimator, x_map, factor)
     vectors = ("curvature_diagonal", "gradient_noise_sd")
@@ -276,15 +280,8 @@ def _without_probes(**structural: Any) -> ModelFeatures:
 def _full_data_only(**structural: Any) -> ModelFeatures:
     """Features of a model only full-data NUTS can sample: no data plate, dimension or probe
     is read (``structural`` overrides these defaults)."""
-    defaults = dict(
-        num_data=0,
-        subsample_size=0,
-        dim=0,
-        has_data_plate=False,
-        discrete_sites=(),
-        constrained_sites=(),
-        cost_ratio=1.0,
-    )
+    defaults = dict(num_data=0, subsample_size=0, dim=0, has_data_plate=False, cost_ratio=1.0)
+    defaults.update(discrete_sites=(), constrained_sites=())
     return _without_probes(**{**defaults, **structural})
 
 
@@ -292,6 +289,12 @@ def local_latent_features(error: LocalLatentError) -> ModelFeatures:
     """Features of a model with per-datum latents, from the error that found them (the model
     is not traced again): full-data NUTS only."""
     return _full_data_only(num_data=error.data_size, has_data_plate=True, local_sites=error.sites)
+
+
+def full_data_features(error: FullDataOnlyError) -> ModelFeatures:
+    """Features of a model only NUTS can run, from the refusal that says why."""
+    size, reason = error.data_size, error.reason
+    return _full_data_only(num_data=size, has_data_plate=size > 0, full_data_reason=reason)
 
 
 def model_features(
@@ -331,7 +334,11 @@ def model_features(
             model = inspect(model, model_args, model_kwargs, data_plate)
         except LocalLatentError as error:
             return local_latent_features(error)
+        except FullDataOnlyError as error:
+            return full_data_features(error)
     view, info = model, model.info
+    if (refusal := no_dimension_error(info)) is not None:
+        return full_data_features(refusal)
     structural = dict(
         has_data_plate=info.data_plate is not None,
         discrete_sites=(),
@@ -389,12 +396,5 @@ def features_table(features: ModelFeatures) -> str:
     return "\n".join(rows)
 
 
-__all__ = [
-    "ModelFeatures",
-    "count_modes",
-    "features_table",
-    "laplace_starts",
-    "local_latent_features",
-    "model_features",
-    "probe_features",
-]
+__all__ = ["ModelFeatures", "count_modes", "features_table", "full_data_features"]
+__all__ += ["laplace_starts", "local_latent_features", "model_features", "probe_features"]

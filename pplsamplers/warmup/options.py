@@ -24,6 +24,9 @@ SHARED_OPTIONS = (
 """The options of :class:`SetupOptions` that a model's sampler takes (all but ``model`` and
 ``potential``): AutoSampler passes the user's to its features and to the chosen kernel."""
 
+SEED = 0
+"""The set-up is deterministic: its keys derive from this seed, not from the run's key."""
+
 
 def _is_positive_int(value: Any) -> bool:
     return isinstance(value, int | np.integer) and not isinstance(value, bool) and value > 0
@@ -110,4 +113,4 @@ def user_factor(precondition: Any, dim: int, dtype: Any) -> Array:
     return factor
 
 
-__all__ = ["PRECONDITIONERS", "SHARED_OPTIONS", "SetupOptions", "user_factor"]
+__all__ = ["SEED", "PRECONDITIONERS", "SHARED_OPTIONS", "SetupOptions", "user_factor"]

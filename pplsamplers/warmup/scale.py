@@ -4,7 +4,7 @@ factor) and the automatic batch size (:func:`suggest_batch_size`)."""
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
@@ -13,7 +13,6 @@ from jax import lax
 
 from pplsamplers.estimator import (
     Estimator,
-    Whitening,
     fisher_diagonal,
     full_hessian,
     whiten,
@@ -151,8 +150,7 @@ def posterior_scale(
 def suggest_batch_size(
     rng_key: PRNGKey,
     potential: Estimator,
-    mode: Array,
-    factor: Array,
+    whitening: Any,
     *,
     target: float = 0.3,
     min_size: int = 32,
@@ -162,7 +160,7 @@ def suggest_batch_size(
 ) -> tuple[int, str]:
     """The minibatch size n at which the gradient noise is ``target`` posterior sds.
 
-    In whitened coordinates z (x = mode + L z, :func:`~pplsamplers.estimator.whiten`) the posterior
+    In whitened coordinates z (x = c + L z of ``whitening``, :func:`~pplsamplers.estimator.whiten`) the posterior
     has unit scale, so a gradient component at a typical point is O(1).  At ``num_points``
     draws z ~ N(0, I) of the Laplace approximation, per-example gradients of ``probe_size``
     random data give s_j² = Var_i ∂_j ℓ_i, and the estimator (N/n) Σ_{i∈idx} ∂_j ℓ_i (indices
@@ -180,8 +178,9 @@ def suggest_batch_size(
     ----------
     rng_key
         Key of the probe.
-    potential, mode, factor
-        The potential (model coordinates), the mode and L (:func:`posterior_scale`).
+    potential, whitening
+        The potential (model coordinates) and the Gaussian approximation x = c + L z (a
+        :class:`~pplsamplers.estimator.Whitening` or any map with ``to_x``).
     target
         Per-coordinate gradient noise sd, in posterior sds (whitened units).
     min_size, full_batch_fraction
@@ -201,7 +200,9 @@ def suggest_batch_size(
     >>> from pplsamplers.estimator import build_estimator
     >>> a = jnp.linspace(-1.0, 1.0, 20)
     >>> estimator = build_estimator(lambda x, idx: (0.0, 0.5 * (x[0] - a[idx]) ** 2), dim=1, N=20)
-    >>> suggest_batch_size(jax.random.key(0), estimator, jnp.zeros(1), jnp.ones(1) / 20**0.5)[0]
+    >>> from pplsamplers.estimator import Whitening
+    >>> laplace = Whitening(jnp.zeros(1), jnp.ones(1) / 20**0.5)
+    >>> suggest_batch_size(jax.random.key(0), estimator, laplace)[0]
     20
     """
     if not target > 0:
@@ -209,13 +210,14 @@ def suggest_batch_size(
     if not 0 < full_batch_fraction <= 1:
         raise ValueError(f"full_batch_fraction must lie in (0, 1]; got {full_batch_fraction}.")
     N = potential.N
-    white = whiten(potential, Whitening(jnp.asarray(mode), jnp.asarray(factor)))
+    white = whiten(potential, whitening)
+    dtype = whitening.center.dtype
     m = min(int(probe_size), N)
     point_key, index_key = jax.random.split(rng_key)
 
     @jax.jit
     def probe(point_key: PRNGKey, index_key: PRNGKey) -> Array:
-        points = jax.random.normal(point_key, (num_points, potential.dim), mode.dtype)
+        points = jax.random.normal(point_key, (num_points, potential.dim), dtype)
         idx = jnp.arange(N) if m == N else jax.random.randint(index_key, (m,), 0, N)
         variance = lambda z: jnp.var(white.per_example_grads(z, idx), axis=0, ddof=1)
         return jnp.mean(lax.map(variance, points), axis=0)

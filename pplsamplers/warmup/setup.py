@@ -57,15 +57,13 @@ from pplsamplers.model import (
     validate_data,
 )
 from pplsamplers.types import Array
+from pplsamplers.warmup.anchor import choose_control_variate
 from pplsamplers.warmup.metric import refinement
 from pplsamplers.warmup.mode import find_map
-from pplsamplers.warmup.modes import count_modes
-from pplsamplers.warmup.options import SetupOptions, user_factor
+from pplsamplers.warmup.options import SEED, SetupOptions, user_factor
 from pplsamplers.warmup.scale import posterior_scale, suggest_batch_size
+from pplsamplers.warmup.structured import StructuredFit, structured_fit
 from pplsamplers.warmup.variational import laplace_check, refine_laplace
-
-SEED = 0
-"""The set-up is deterministic: its keys derive from this seed, not from the run's key."""
 
 
 class ModeStage(NamedTuple):
@@ -93,6 +91,8 @@ class ModeStage(NamedTuple):
     is estimated."""
     arguments: tuple
     """The ``(model_args, model_kwargs)`` it was computed for."""
+    structure: StructuredFit | None = None
+    """The structured approximation of a model with group effects, or ``None``."""
 
 
 class Setup(NamedTuple):
@@ -124,6 +124,14 @@ class Setup(NamedTuple):
     view: ModelView | None
     options: SetupOptions
     arguments: tuple
+    structure: StructuredFit | None = None
+    """The structured approximation of a model with group effects, or ``None``."""
+
+    @property
+    def curvature(self) -> Array | None:
+        """U's curvature along each whitened coordinate at the centre, where the set-up knows
+        it without D Hessian-vector products (the structured fit), else ``None``."""
+        return None if self.structure is None else self.structure.curvature
 
     @property
     def kernel_estimator(self) -> Estimator:
@@ -180,42 +188,45 @@ def _search_mode(potential: Potential, notes: dict[str, str]) -> tuple[Array, bo
     return result.position, converged
 
 
-def _control_variate(
+def _warn_not_converged(note: str) -> None:
+    warnings.warn(
+        f"pplsamplers: the mode search did not converge ({note}); the preconditioner and "
+        "control variate are built there anyway. Check the model for a flat or unbounded "
+        "direction (an improper posterior), or pass precondition=None and "
+        "control_variate=False.",
+        stacklevel=5,
+    )
+
+
+def _structured_stage(
+    potential: Potential,
+    n: int | None,
+    view: ModelView | None,
+    rows: str,
+    notes: dict[str, str],
+    structure: StructuredFit,
     choice: Any,
-    estimator: Estimator,
-    mode: Array | None,
-    factor: Array,
-    notes: dict,
-    minibatch: bool,
-) -> tuple[Array | None, int | None]:
-    """(anchor in x or ``None``, mode count or ``None``); the mode probe decides ``"auto"``,
-    from Laplace draws around ``mode`` in the posterior scale ``factor``."""
-    if choice is False or choice is None:
-        notes["control_variate"] = "off (control_variate=False)"
-        return None, None
-    if choice is True:
-        notes["control_variate"] = "on: anchored at the mode"
-        return mode, None
-    if not isinstance(choice, str):
-        anchor = jnp.asarray(choice)
-        if anchor.shape != (estimator.dim,):
-            raise ValueError(
-                f"control_variate anchor must have shape ({estimator.dim},); got {anchor.shape}."
-            )
-        notes["control_variate"] = "on: anchored at the given point"
-        return anchor, None
-    if not minibatch:
-        notes["control_variate"] = "off: full batch (exact gradients)"
-        return None, None
-    modes = count_modes(jax.random.PRNGKey(SEED + 1), estimator, mode, scale=factor)
-    if modes > 1:
-        notes["control_variate"] = (
-            f"off: the mode probe found {modes} separated modes, and one anchor is valid near "
-            "one mode only"
-        )
-        return None, modes
-    notes["control_variate"] = "on: the mode probe found one mode; anchored at it"
-    return mode, modes
+    arguments: tuple,
+) -> ModeStage:
+    """The mode stage of a model with group effects: the structured fit's centre and
+    whitening; the control variate (second order) anchored at the centre."""
+    joint = notes["mode"]
+    notes.update(structure.notes)
+    notes["mode"] += f" (the joint mode search, not used as the centre: {joint})"
+    if not structure.converged:
+        _warn_not_converged(notes["mode"])
+    center, estimator = structure.center, potential.estimator
+    minibatch = potential.N > 1 and (n is None or n < potential.N)
+    if isinstance(choice, str) and minibatch:  # "auto"
+        anchor = center
+        notes["control_variate"] = "on: second order, anchored at the nested Laplace centre"
+    else:
+        anchor, _ = choose_control_variate(choice, estimator, center, None, notes, minibatch)
+    misfit = laplace_check(jax.random.PRNGKey(SEED + 4), estimator, structure.whitening)
+    return ModeStage(
+        potential, n, view, rows, MappingProxyType(notes), center, structure.whitening,
+        anchor, None, misfit, arguments, structure,
+    )  # fmt: skip
 
 
 def mode_stage(options: SetupOptions, model_args: tuple, model_kwargs: dict) -> ModeStage:
@@ -248,6 +259,14 @@ def mode_stage(options: SetupOptions, model_args: tuple, model_kwargs: dict) -> 
         or n is None
     )
     mode, converged = _search_mode(potential, notes) if needs_mode else (None, True)
+    structure = None
+    if precondition == "auto" and mode is not None:
+        structure, found = structured_fit(potential, mode, jax.random.PRNGKey(SEED + 6))
+        notes["structure"] = found if structure is not None else f"none: {found}"
+    if structure is not None:
+        return _structured_stage(
+            potential, n, view, rows, notes, structure, choice, (model_args, model_kwargs)
+        )
     center = mode if mode is not None else jnp.zeros(dim, dtype)
     if precondition is None:
         factor = jnp.ones(dim, dtype)
@@ -277,20 +296,14 @@ def mode_stage(options: SetupOptions, model_args: tuple, model_kwargs: dict) -> 
             f" ({'converged' if converged else 'NOT converged'})"
         )
     if not converged:
-        warnings.warn(
-            f"pplsamplers: the mode search did not converge ({notes['mode']}); the "
-            "preconditioner and control variate are built there anyway. Check the model for a "
-            "flat or unbounded direction (an improper posterior), or pass precondition=None "
-            "and control_variate=False.",
-            stacklevel=4,
-        )
+        _warn_not_converged(notes["mode"])
     minibatch = N > 1 and (n is None or n < N)
-    anchor, mode_count = _control_variate(
+    anchor, mode_count = choose_control_variate(
         choice, estimator, mode, whitening.factor, notes, minibatch
     )
     misfit = None
     if mode is not None and estimated:
-        misfit = laplace_check(jax.random.PRNGKey(SEED + 4), estimator, *whitening)
+        misfit = laplace_check(jax.random.PRNGKey(SEED + 4), estimator, whitening)
     return ModeStage(
         potential, n, view, rows, MappingProxyType(notes), mode, whitening, anchor,
         mode_count, misfit, (model_args, model_kwargs),
@@ -322,9 +335,11 @@ def setup(
     potential, n, notes = stage.potential, stage.subsample_size, dict(stage.notes)
     base, whitening, anchor = potential.estimator, stage.whitening, stage.anchor
     estimated = isinstance(options.precondition, str)
+    structure = stage.structure
+    hessian = None if structure is None else structure.likelihood_hessian
     if n is None:
-        probe = base if anchor is None else with_control_variate(base, anchor)
-        n, reason = suggest_batch_size(jax.random.PRNGKey(SEED + 2), probe, *whitening)
+        probe = base if anchor is None else with_control_variate(base, anchor, hessian)
+        n, reason = suggest_batch_size(jax.random.PRNGKey(SEED + 2), probe, whitening)
         notes["subsample_size"] = f"{n} (automatic): {reason}"
     else:
         notes["subsample_size"] = f"{n}" + (" (full batch)" if n == base.N else "")
@@ -333,24 +348,28 @@ def setup(
         anchor = None
         notes["control_variate"] = "off: full batch (exact gradients)"
     if anchor is not None:
-        estimator = with_control_variate(estimator, anchor)
+        estimator = with_control_variate(estimator, anchor, hessian)
     mode = stage.mode
-    if mode is not None and estimated:  # step 5: a poor Laplace fit
+    refine = False
+    if structure is not None:
+        notes["precondition"] += (
+            f"; Laplace check: log-weight sd {stage.laplace_misfit:.2g}; kept by the chains"
+        )
+    elif mode is not None and estimated:  # step 5: a poor Laplace fit
         center, factor, fit_note = refine_laplace(
-            jax.random.PRNGKey(SEED + 4), estimator, *whitening, exact=base,
+            jax.random.PRNGKey(SEED + 4), estimator, whitening, exact=base,
             misfit=stage.laplace_misfit,
         )  # fmt: skip
         notes["precondition"] += "; " + fit_note
         whitening, mode = Whitening(center, factor), center
-    refine, how = refinement(stage.laplace_misfit)
-    if estimated:
+        refine, how = refinement(stage.laplace_misfit)
         notes["precondition"] += "; " + how
     return Setup(
         potential=potential,
         estimator=estimator,
         whitening=whitening,
         whitened=options.precondition is not None,
-        refine_metric=estimated and refine,
+        refine_metric=refine,
         mode=mode,
         anchor=anchor,
         mode_count=stage.mode_count,
@@ -359,6 +378,7 @@ def setup(
         view=stage.view,
         options=options,
         arguments=stage.arguments,
+        structure=structure,
     )
 
 

@@ -182,29 +182,29 @@ def fit_gaussian(
     return GaussianFit(raw["mean"], scale, fitted, laplace, finite & (fitted > laplace))
 
 
-def laplace_check(rng_key: PRNGKey, potential: Estimator, center: Array, factor: Array) -> float:
-    """:func:`laplace_misfit` of x = ``center`` + ``factor`` ζ, with the key
+def laplace_check(rng_key: PRNGKey, potential: Estimator, whitening: Any) -> float:
+    """:func:`laplace_misfit` of the Gaussian x = c + L ζ of ``whitening`` (a
+    :class:`~pplsamplers.estimator.Whitening` or any map with ``to_x``), with the key
     :func:`refine_laplace` derives from ``rng_key`` (so it can be handed to it as ``misfit``)."""
     misfit_key, _ = jax.random.split(rng_key)
-    return float(_misfit(potential, misfit_key, center, factor))
+    return float(_misfit(potential, misfit_key, whitening))
 
 
 @partial(jax.jit, static_argnums=0)
-def _misfit(potential: Estimator, key: PRNGKey, center: Array, factor: Array) -> Array:
+def _misfit(potential: Estimator, key: PRNGKey, whitening: Any) -> Array:
     """:func:`laplace_misfit` of the whitened ``potential``, compiled once per estimator: the
     shared warmup's check and :func:`refine_laplace`'s check after a fit run one program."""
-    return laplace_misfit(key, whiten(potential, Whitening(center, factor)), MISFIT_DRAWS)
+    return laplace_misfit(key, whiten(potential, whitening), MISFIT_DRAWS)
 
 
 def refine_laplace(
     rng_key: PRNGKey,
     potential: Estimator,
-    center: Array,
-    factor: Array,
+    whitening: Whitening,
     exact: Estimator | None = None,
     misfit: float | None = None,
 ) -> tuple[Array, Array, str]:
-    """The shared warmup's step: check the Laplace approximation x = ``center`` + ``factor`` ζ,
+    """The shared warmup's step: check the Laplace approximation x = c + L ζ of ``whitening``,
     ζ ~ N(0, I), of ``potential`` (model coordinates) and, where it is poor, replace it by the
     Gaussian fit.  Returns ``(center, factor, note)``; ``factor`` keeps its form ((D,) or
     (D, D) lower triangular), and the note says what was measured and done.
@@ -212,20 +212,21 @@ def refine_laplace(
     ``exact``: the same U with cheaper full-data passes for the check (the potential before
     its control variate, whose full pass also evaluates every datum at the anchor); the fit
     uses ``potential``'s (minibatch, control-variate) gradients.  ``misfit``: the check's
-    value at (``center``, ``factor``) if already computed (:func:`laplace_check`, same key).
+    value at ``whitening`` if already computed (:func:`laplace_check`, same key).
 
     Examples
     --------
     >>> import jax, jax.numpy as jnp
     >>> from pplsamplers.datasets import tiny_estimator
     >>> center, factor, note = refine_laplace(
-    ...     jax.random.key(0), tiny_estimator(2), jnp.zeros(2), jnp.ones(2))
+    ...     jax.random.key(0), tiny_estimator(2), Whitening(jnp.zeros(2), jnp.ones(2)))
     >>> note.startswith("Laplace approximation checked")  # a Gaussian: nothing to fit
     True
     """
     misfit_key, fit_key = jax.random.split(rng_key)
     checked = potential if exact is None else exact
-    misfit_at = lambda center, factor: _misfit(checked, misfit_key, center, factor)
+    misfit_at = lambda center, factor: _misfit(checked, misfit_key, Whitening(center, factor))
+    center, factor = whitening
 
     if misfit is None:
         misfit = float(misfit_at(center, factor))

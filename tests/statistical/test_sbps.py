@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from models import logistic_regression
-from pplsamplers.estimator import build_potential
+from pplsamplers.estimator import Whitening, build_potential
 from pplsamplers.infer import SBPS
 from pplsamplers.kernels.spec import WarmupContext, WarmupWindow
 from pplsamplers.registry import PSBPS
@@ -35,7 +35,7 @@ def run_chains(kernel, potential, key, num_warmup, num_samples, starts, return_p
     step = spec.build_kernel()
     potential = potential.estimator  # on the raw potential's estimator (no whitening)
     zero = jnp.zeros(potential.dim)
-    context = WarmupContext(zero, None, None, zero, jnp.ones_like(zero), whitened=False)
+    context = WarmupContext(zero, None, None, Whitening(zero, jnp.ones_like(zero)), whitened=False)
     start_params = spec.default_params(jax.random.key(1), potential, context)
 
     @jax.jit

@@ -205,7 +205,9 @@ def _mutable_module_state(path: Path) -> list[str]:
 def test_no_module_keeps_mutable_state():
     """No module-level dict, list or set, no ``global`` rebinding, no memoising decorator:
     values are passed, and constants are immutable (tuples, MappingProxyType)."""
-    found = {name: hits for name, path in modules().items() if (hits := _mutable_module_state(path))}
+    found = {
+        name: hits for name, path in modules().items() if (hits := _mutable_module_state(path))
+    }
     assert not found, f"module-level mutable state: {found}"
 
 

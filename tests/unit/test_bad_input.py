@@ -51,7 +51,7 @@ def bad_start_model(X, y=None):
 
 
 def test_discrete_latent_site_is_named():
-    with pytest.raises(ValueError, match="latent site 'k' is discrete"):
+    with pytest.raises(ValueError, match="latent site 'k' is discrete.*AutoSampler"):
         make_potential(discrete_model, (X, Y))
 
 
@@ -101,7 +101,7 @@ def test_auto_sampler_runs_full_data_nuts_for_per_datum_latents():
     assert result.stein_whitening == "skipped: no full-data potential for this model"
     assert result.names[0] == "w[0]" and "z[0]" in result.names
     assert len(result.names) == len(result.rhat) and np.isfinite(result.rhat).all()
-    assert np.isnan(result.mean_err).all()
+    assert np.isnan(result.stein.mean_err).all()
 
 
 @pytest.mark.parametrize("size", [0, -3, 51, 2.5, True])
@@ -343,8 +343,10 @@ def test_data_plate_used_without_its_indices():
     msg = r"site 'y' in plate 'data' has 2000 values where the plate gave {} indices.*X\[idx\]"
     with pytest.raises(ValueError, match=msg.format(20)):
         make_potential(unindexed, (X, y))
-    # slicing the arguments does not reproduce the model's terms: the same clear error
-    with pytest.raises(ValueError, match=msg.format(3) + ".*numpyro.subsample"):
+    # slicing the arguments does not reproduce the model's terms: the likelihood cannot be
+    # subsampled as written (NUTS runs it); the error says so, the alternatives and the fix
+    why = r"plate 'data' cannot be subsampled.*AutoSampler.*NUTS.*as idx:` then rate\[idx\]"
+    with pytest.raises(ValueError, match=why):
         make_potential(not_per_datum, (X, y), subsample_size=20)
 
 
@@ -528,3 +530,98 @@ def test_auto_sampler_runs_nuts_with_support_checks_on_a_support_edge():
         result = check_run(mcmc)
     assert result.names == ("theta",) and result.stein_whitening.startswith("skipped")
     assert result.counts["divergent"] > 0 and result.rhat[0] < 1.05
+
+
+def _plain_plate(X, y):  # the plate's size read off y, X's rows inside it
+    w = numpyro.sample("w", dist.Normal(0, 1).expand([X.shape[1]]).to_event(1))
+    with numpyro.plate("data", len(y)):
+        numpyro.sample("y", dist.Normal(X @ w, 1), obs=y)
+
+
+def _plate_over_x(X, y):  # the plate's size read off X, y observed whole
+    w = numpyro.sample("w", dist.Normal(0, 1).expand([X.shape[1]]).to_event(1))
+    with numpyro.plate("data", X.shape[0]):
+        numpyro.sample("y", dist.Normal(X @ w, 1), obs=y)
+
+
+def _indexed(X, y):
+    w = numpyro.sample("w", dist.Normal(0, 1).expand([X.shape[1]]).to_event(1))
+    with numpyro.plate("data", X.shape[0], subsample_size=10) as idx:
+        numpyro.sample("y", dist.Normal(X[idx] @ w, 1), obs=y[idx])
+
+
+def _group_level(X, y, u, group):  # u: one row per group (5), read as u[group[idx]]
+    w = numpyro.sample("w", dist.Normal(0, 1).expand([X.shape[1]]).to_event(1))
+    with numpyro.plate("data", X.shape[0], subsample_size=10) as idx:
+        mean = X[idx] @ w + u[group[idx]]
+        numpyro.sample("y", dist.Normal(mean, 1), obs=y[idx])
+
+
+@pytest.mark.parametrize(
+    "model, n_x, n_y, named",
+    [
+        (_plain_plate, 40, 35, r"plate 'data' has size 35 \(argument 'y' .*35 rows; argument "
+         r"'X' .*40 rows\): the per-datum data arguments have different lengths"),
+        (_plain_plate, 35, 40, r"plate 'data' has size 40 .*'y' .*40 rows; .*'X' .*35 rows"),
+        (_plate_over_x, 35, 40, r"observed site 'y' has 40 values along plate 'data', whose "
+         r"size is 35 \(argument 'X' .*35 rows; argument 'y' .*40 rows\)"),
+        # the plate's indices read y past its end: JAX clamps them and used to run silently
+        (_indexed, 40, 35, r"argument 'y' \(positional 1\) has 35 rows, but the model reads "
+         r"its row 35 .*plate 'data' \(N = 40; argument 'X' \(positional 0\) has 40\).*clamps"),
+    ],
+)  # fmt: skip
+def test_data_arguments_of_different_lengths_are_named(model, n_x, n_y, named):
+    X = jax.random.normal(jax.random.key(0), (n_x, 2))
+    y = jnp.linspace(-1.0, 1.0, n_y)
+    with pytest.raises(ValueError, match=named):
+        make_potential(model, (X, y))
+    with pytest.raises(ValueError, match=named):
+        AutoSampler(model).decide((X, y))
+
+
+def test_group_level_arguments_of_another_length_are_no_false_alarm():
+    X, y = _data(n=40, d=2)
+    u, group = jnp.linspace(-1.0, 1.0, 5), jnp.arange(40) % 5
+    assert make_potential(_group_level, (X, y, u, group)).estimator.N == 40
+    with pytest.raises(ValueError, match=r"argument 'u' \(positional 2\) has 5 rows, but the "):
+        make_potential(_group_level, (X, y, u, group + 1))  # a group id past u's end
+
+
+def _regression_without_y(X, y=None):
+    w = numpyro.sample("w", dist.Normal(0, 1).expand([X.shape[1]]).to_event(1))
+    with numpyro.plate("data", X.shape[0]):
+        numpyro.sample("y", dist.Normal(X @ w, 1), obs=y)
+
+
+def _funnel(dim=9):  # no observed site, no data: a legitimate model, not missing data
+    v = numpyro.sample("v", dist.Normal(0, 3))
+    with numpyro.plate("i", dim):
+        numpyro.sample("x", dist.Normal(0, jnp.exp(v / 2)))
+
+
+@pytest.mark.parametrize("model", [_regression_without_y, logistic_regression.model])
+def test_missing_observed_data_is_named(model):
+    """A forgotten ``y`` turns the observed site into N latents: a minibatch kernel used to
+    ask to marginalise a "discrete latent 'y'", and AutoSampler sampled them with NumPyro's
+    discrete Gibbs, silently."""
+    named = r"site 'y' is latent inside plate 'data' with one value per datum \(50\).*look "
+    named += r"missing \(the model's argument\(s\) \['y'\] are None\)\. Pass them"
+    with pytest.raises(ValueError, match=named):
+        make_potential(model, (X,))
+    with pytest.raises(ValueError, match=named):
+        AutoSampler(model).decide((X,))
+    assert inspect(_funnel).latent_names == ("v", "x")
+
+
+def test_several_processes_need_the_constants_flag_at_set_up(monkeypatch):
+    from pplsamplers.model import sharding
+
+    monkeypatch.setattr(jax, "process_count", lambda: 2)
+    monkeypatch.setattr(sharding, "constants_are_arguments", lambda: False)
+    fix = r"2 JAX processes.*JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS=1 .*before `import jax`"
+    with pytest.raises(RuntimeError, match=fix):
+        make_potential(logistic_regression.model, (X, Y))
+    with pytest.raises(RuntimeError, match=fix):
+        MCMC(SGLD(logistic_regression.model), num_warmup=5, num_samples=5).run(
+            jax.random.key(0), X, Y
+        )

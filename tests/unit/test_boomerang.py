@@ -233,7 +233,7 @@ def test_user_reference_is_mapped_to_the_kernel_coordinates():
 
     def context(center, factor):  # the shared warmup's map x = c + L z, as a kernel sees it
         center, factor = jnp.asarray(center), jnp.asarray(factor)
-        return WarmupContext(jnp.zeros(D), None, None, center, factor, whitened=True)
+        return WarmupContext(jnp.zeros(D), None, None, Whitening(center, factor), whitened=True)
 
     factor = np.linalg.cholesky(FULL_COV)
     ref = given_reference(MEAN + factor @ np.ones(D), FULL_COV, context(MEAN, factor))
@@ -257,12 +257,12 @@ def test_reference_in_whitened_coordinates_falls_back_to_unit_scale_off_a_minimu
     terms = lambda x, idx: (-0.5 * x[0] ** 2 + 0.25 * x[0] ** 4 + 0.5 * x[1] ** 2, jnp.zeros(1))
     potential = build_potential(terms, dim=2, N=1, n=1, init_position=jnp.zeros(2))
     options, zero = BoomerangOptions(gamma=0.5), jnp.zeros(2)
-    raw = WarmupContext(zero, zero, None, zero, jnp.ones(2), whitened=False)
+    raw = WarmupContext(zero, zero, None, Whitening(zero, jnp.ones(2)), whitened=False)
     with pytest.raises(ValueError, match="not positive definite"):
         automatic_reference(options, potential.estimator, raw)
     whitening = Whitening(zero, jnp.array([1.0, 2.0]))
     white = whiten(potential.estimator, whitening)
-    context = WarmupContext(zero, zero, None, whitening.center, whitening.factor, whitened=True)
+    context = WarmupContext(zero, zero, None, whitening, whitened=True)
     assert context.whitened and not raw.whitened
     reference = automatic_reference(options, white, context)
     np.testing.assert_allclose(reference.mean, np.zeros(2))

@@ -11,7 +11,7 @@ import pytest
 from numpyro.infer import MCMC
 
 from models import linear_gaussian
-from pplsamplers.estimator import build_estimator
+from pplsamplers.estimator import Whitening, build_estimator
 from pplsamplers.infer import HAMCMC, SGRLD
 from pplsamplers.kernels.sgmcmc import hamcmc, lbfgs, sgrld
 from pplsamplers.kernels.sgmcmc.hamcmc import HAMCMCOptions
@@ -377,7 +377,7 @@ def test_sgrld_step_is_preconditioned_langevin():
         with pytest.raises(ValueError, match="metric"):
             SGRLDOptions(0.2, jnp.asarray(bad))
     zero = jnp.zeros(3)
-    context = WarmupContext(zero, None, None, zero, jnp.ones(3), whitened=False)
+    context = WarmupContext(zero, None, None, Whitening(zero, jnp.ones(3)), whitened=False)
     with pytest.raises(ValueError, match="metric"):  # the model's dimension, once known
         sgrld_spec(SGRLDOptions(0.2, 2 * np.eye(2))).default_params(key, potential, context)
 

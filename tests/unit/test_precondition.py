@@ -362,19 +362,19 @@ def test_suggest_batch_size_monotone_in_N_and_full_for_tiny_N():
         pot, X, y = linear_potential(N, 10, seed=6)
         mode = jnp.asarray(np.linalg.solve(X.T @ X, X.T @ y))
         L = jnp.asarray(np.linalg.cholesky(np.linalg.inv(X.T @ X)))
-        n, reason = suggest_batch_size(jax.random.key(0), pot, mode, L, target=4.0)
+        n, reason = suggest_batch_size(jax.random.key(0), pot, Whitening(mode, L), target=4.0)
         assert reason.startswith(f"n = {n} of N = {N}") and "plain" in reason
         sizes.append(n)
     assert 32 < sizes[0] < sizes[1] < 32_000
     # control variates: noise that does not grow with N, so a much smaller batch
     n_cv, reason = suggest_batch_size(
-        jax.random.key(0), with_control_variate(pot, mode), mode, L, target=0.3
+        jax.random.key(0), with_control_variate(pot, mode), Whitening(mode, L), target=0.3
     )
     assert n_cv < sizes[1] and "control-variate" in reason
     tiny, X, y = linear_potential(20, 5, seed=7)
     mode = jnp.asarray(np.linalg.solve(X.T @ X, X.T @ y))
     L = jnp.asarray(np.linalg.cholesky(np.linalg.inv(X.T @ X)))
-    assert suggest_batch_size(jax.random.key(1), tiny, mode, L)[0] == 20
+    assert suggest_batch_size(jax.random.key(1), tiny, Whitening(mode, L))[0] == 20
 
 
 @pytest.mark.parametrize("polish_converges", [True, False])

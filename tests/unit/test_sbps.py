@@ -11,7 +11,7 @@ import pytest
 from numpyro.infer import MCMC
 
 from models import logistic_regression
-from pplsamplers.estimator import build_potential, with_control_variate
+from pplsamplers.estimator import Whitening, build_potential, with_control_variate
 from pplsamplers.infer import SBPS
 from pplsamplers.kernels.pdmp import regression
 from pplsamplers.kernels.pdmp import sbps_kernel as sbps
@@ -257,7 +257,7 @@ def test_psbps_warmup_adapts_the_preconditioner_and_the_interval(logreg_potentia
     spec = declare(SBPSOptions(preconditioned=True, sample_interval=0.2))
     kernel = spec.build_kernel()
     zero = jnp.zeros(3)  # the estimator's own coordinates: no mode, no anchor, no whitening
-    context = WarmupContext(zero, None, None, zero, jnp.ones(3), whitened=False)
+    context = WarmupContext(zero, None, None, Whitening(zero, jnp.ones(3)), whitened=False)
     params = spec.default_params(jax.random.key(2), logreg_potential, context)
     np.testing.assert_allclose(params.sample_interval, 0.2)
     state = spec.init(jax.random.key(0), jnp.zeros(3), logreg_potential, params)

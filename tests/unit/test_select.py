@@ -11,9 +11,9 @@ import pytest
 
 from models import linear_gaussian, logistic_regression
 from pplsamplers.diagnostics import kernel_stein_discrepancy
-from pplsamplers.warmup import SetupOptions, mode_stage
 from pplsamplers.select import ModelFeatures, model_features, rank_candidates
 from pplsamplers.select import competence as C
+from pplsamplers.warmup import SetupOptions, mode_stage
 
 
 def diagonal_gaussian_data(N=400, D=4):
@@ -81,9 +81,7 @@ def test_mode_probe_on_a_weighted_subset_keeps_u_and_the_modes():
     assert abs(np.mean(values) - full) < 4 * np.std(values) / np.sqrt(20)
     curvature = jnp.full(2, 1.6e4 * 4)
     assert (
-        count_modes(
-            jax.random.key(1), est, x_map, curvature, max_data=400, draw_init=pot.draw_init
-        )
+        count_modes(jax.random.key(1), est, x_map, curvature, max_data=400, draw_init=pot.draw_init)
         > 1
     )
 

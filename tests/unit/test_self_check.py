@@ -46,13 +46,13 @@ def test_exact_gaussian_passes_and_reads_realised_errors():
     result = self_check(EXACT, GAUSS)
     assert result.passed and result.warning == "" and result.failures == ()
     # N = 100: the default Stein budget (2·10⁷ datum evaluations) covers every draw
-    assert result.stein_whitening == "dense" and result.stein_draws == 4000
-    assert self_check(EXACT, GAUSS, thin_to=200).stein_draws == 200
+    assert result.stein_whitening == "dense" and result.stein.num_draws == 4000
+    assert self_check(EXACT, GAUSS, thin_to=200).stein.num_draws == 200
     # the control-variate Stein estimate is (nearly) the run's own realised error
     realised = (EXACT.reshape(-1, D).mean(0) - MU) / SD
-    np.testing.assert_allclose(result.mean_err, realised, atol=0.01)
-    np.testing.assert_allclose(result.sd_ratio, EXACT.reshape(-1, D).std(0) / SD, atol=0.02)
-    assert np.all(result.mean_mcse < 0.01)
+    np.testing.assert_allclose(result.stein.mean_err, realised, atol=0.01)
+    np.testing.assert_allclose(result.stein.sd_ratio, EXACT.reshape(-1, D).std(0) / SD, atol=0.02)
+    assert np.all(result.stein.mean_mcse < 0.01)
     attrs = result.to_attrs()
     assert attrs["self_check_passed"] == 1 and attrs["self_check_warning"] == ""
     assert all(isinstance(v, (int, float, str)) for v in attrs.values())
@@ -126,7 +126,7 @@ def test_coherent_scale_error_is_flagged_when_each_coordinate_passes(scale, flag
     result = self_check(draws, _gaussian_of_dim(dim))
     realised = draws.reshape(-1, dim).std(0)  # each coordinate's sd ratio, c ± 0.05
     assert "stein_sd" not in result.failures and "stein_mean" not in result.failures
-    assert result.coherent_scale_err == pytest.approx(np.mean(realised**2) - 1, abs=0.05)
+    assert result.stein.coherent_scale_err == pytest.approx(np.mean(realised**2) - 1, abs=0.05)
     assert ("stein_coherent_scale" in result.failures) == flagged, result.warning
     if flagged:
         sign = "+" if scale > 1 else "-"
@@ -135,7 +135,7 @@ def test_coherent_scale_error_is_flagged_when_each_coordinate_passes(scale, flag
         ), result.warning
         assert "a smaller step" in result.warning
     attrs = result.to_attrs()
-    assert attrs["self_check_stein_coherent_scale_err"] == result.coherent_scale_err
+    assert attrs["self_check_stein_coherent_scale_err"] == result.stein.coherent_scale_err
 
 
 def _logistic():
@@ -187,7 +187,9 @@ def test_logistic_regression_exact_run_passes_and_wrong_runs_fail():
     mean, sd = flat.mean(0), flat.std(0)
     exact = self_check(draws, potential)
     assert exact.passed, exact.warning
-    assert np.all(np.abs(exact.mean_err) < 0.1) and np.all(np.abs(exact.sd_ratio - 1) < 0.1)
+    assert np.all(np.abs(exact.stein.mean_err) < 0.1) and np.all(
+        np.abs(exact.stein.sd_ratio - 1) < 0.1
+    )
     for shift, scale, check in [
         (0.25, 1.0, "stein_mean"),
         (0.0, 0.7, "stein_sd"),
@@ -213,7 +215,7 @@ def test_diverged_and_nonfinite_chains_are_flagged():
     result = self_check(draws, GAUSS)
     assert result.diverged_chains == (1, 2) and result.nonfinite_draws == 500
     assert "chains 1, 2 diverged" in result.warning and "500 non-finite draws" in result.warning
-    assert result.stein_draws > 0  # the Stein check still runs on the healthy chain
+    assert result.stein.num_draws > 0  # the Stein check still runs on the healthy chain
 
 
 def test_rhat_flags_disagreeing_chains_and_one_drifting_chain():
@@ -264,7 +266,7 @@ def test_dense_whitening_sharpens_the_check_on_a_correlated_posterior():
     dense = self_check(EXACT, GAUSS, thin_to=200, rng_key=jax.random.key(1))
     diag = self_check(EXACT, GAUSS, thin_to=200, whiten="diag", rng_key=jax.random.key(1))
     assert dense.passed and diag.passed and diag.stein_whitening == "diag"
-    assert np.max(dense.mean_mcse) < 0.01 < 0.05 < np.max(diag.mean_mcse)
+    assert np.max(dense.stein.mean_mcse) < 0.01 < 0.05 < np.max(diag.stein.mean_mcse)
     shifted = self_check(EXACT + 0.25 * SD * np.eye(D)[1], GAUSS, thin_to=200, whiten="diag")
     assert "stein_mean" in shifted.failures  # still caught (diag over-reads correlated shifts)
 
@@ -293,7 +295,7 @@ def test_exact_funnel_draws_pass_with_many_coordinates_per_draw(seed):
     result = self_check(draws, _funnel(dim))
     assert result.stein_whitening == "dense"
     assert result.passed, result.warning
-    assert abs(result.coherent_scale_err) < 0.1
+    assert abs(result.stein.coherent_scale_err) < 0.1
 
 
 def test_scale_error_is_unbiased_when_draws_are_few_per_coordinate():
@@ -302,5 +304,5 @@ def test_scale_error_is_unbiased_when_draws_are_few_per_coordinate():
     dim = 304
     draws = np.random.default_rng(7).normal(size=(2, 500, dim))
     result = self_check(draws, _gaussian_of_dim(dim))
-    assert abs(result.coherent_scale_err) < 0.02 + 3 * result.coherent_scale_mcse
-    assert np.max(np.abs(result.sd_ratio - 1)) < 0.15
+    assert abs(result.stein.coherent_scale_err) < 0.02 + 3 * result.stein.coherent_scale_mcse
+    assert np.max(np.abs(result.stein.sd_ratio - 1)) < 0.15

@@ -54,7 +54,7 @@ def _context(dim, whitened=False):
     """The warmup context of a kernel started at 0 with no mode, anchor or whitening
     (``whitened``: the estimator is declared to be in unit-scale coordinates)."""
     zero = jnp.zeros(dim)
-    return WarmupContext(zero, None, None, zero, jnp.ones(dim), whitened=whitened)
+    return WarmupContext(zero, None, None, Whitening(zero, jnp.ones(dim)), whitened=whitened)
 
 
 # ------------------------------------------------------------------ flip probability

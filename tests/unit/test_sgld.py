@@ -81,7 +81,7 @@ def test_automatic_langevin_step_shrinks_in_high_dimension(sampler):
     white = whiten(raw.estimator, Whitening(jnp.zeros(dim), jnp.ones(dim)))
     spec = make_kernel(sampler, None, potential=raw).spec
     zero = jnp.zeros(dim)
-    context = WarmupContext(zero, zero, None, zero, jnp.ones(dim), whitened=True)
+    context = WarmupContext(zero, zero, None, Whitening(zero, jnp.ones(dim)), whitened=True)
     params = spec.default_params(jax.random.key(0), white, context)
     metric = getattr(params, "inverse_metric", None)  # pSGLD: ε G_j is the step
     step = float(np.max(params.step_size * (1.0 if metric is None else metric)))

@@ -227,12 +227,13 @@ def given_reference(mean: Array, covariance: Array, context: WarmupContext) -> G
     """A user reference N(``mean``, ``covariance``) over the model's x, in the kernel's z
     (x = c + L z: z* = L⁻¹(x* − c), Σ_z = L⁻¹ Σ L⁻ᵀ)."""
     gaussian_reference(mean, covariance, dim=context.init_position.shape[0])  # validated in x
-    center, factor = (np.asarray(a, dtype=float) for a in (context.center, context.factor))
-    inverse = np.diag(1.0 / factor) if factor.ndim == 1 else np.linalg.inv(factor)
-    mean_z = inverse @ (np.asarray(mean, dtype=float) - center)
+    whitening = context.whitening
+    factor = np.asarray(whitening.matrix(), dtype=float)
+    inverse = np.linalg.inv(factor)
+    mean_z = np.asarray(whitening.to_z(jnp.asarray(mean, whitening.center.dtype)), dtype=float)
     covariance = np.asarray(covariance, dtype=float)
-    if covariance.ndim == 1 and factor.ndim == 1:
-        return gaussian_reference(mean_z, covariance / factor**2)
+    if covariance.ndim == 1 and np.count_nonzero(factor - np.diag(np.diag(factor))) == 0:
+        return gaussian_reference(mean_z, covariance / np.diag(factor) ** 2)
     full = np.diag(covariance) if covariance.ndim == 1 else covariance
     return gaussian_reference(mean_z, inverse @ full @ inverse.T)
 
@@ -248,8 +249,11 @@ def automatic_reference(
     curvature = options.curvature
     if context.anchor is not None and curvature == "fisher":
         curvature = "hessian"  # a control variate's per-datum gradients vanish at its anchor
+    known = context.curvature_at(mean)
     try:
-        return build_reference(estimator, mean, curvature=curvature, gamma=options.gamma)
+        return build_reference(
+            estimator, mean, curvature=curvature, gamma=options.gamma, known=known
+        )
     except ValueError:
         gradient = estimator.full_value_and_grad(mean)[1]
         if not (context.whitened and bool(jnp.all(jnp.isfinite(gradient)))):
@@ -294,7 +298,14 @@ def declare(options: BoomerangOptions) -> KernelSpec:
     )
 
 
+Options = BoomerangOptions
+"""The options dataclass of this sampler (what the NumPyro class takes)."""
+Info = PDMPInfo
+"""The per-step diagnostics of this sampler's kernel."""
+
 __all__ = [
+    "Info",
+    "Options",
     "BoomerangInfo",
     "BoomerangOptions",
     "BoomerangParams",

@@ -335,7 +335,14 @@ def declare(options: BPSOptions) -> KernelSpec:
     )
 
 
+Options = BPSOptions
+"""The options dataclass of this sampler (what the NumPyro class takes)."""
+Info = PDMPInfo
+"""The per-step diagnostics of this sampler's kernel."""
+
 __all__ = [
+    "Info",
+    "Options",
     "BPSInfo",
     "BPSOptions",
     "BPSParams",

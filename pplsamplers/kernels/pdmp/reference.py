@@ -170,6 +170,7 @@ def build_reference(
     *,
     curvature: str = "hessian",
     gamma: float = 1.0,
+    known: Array | None = None,
 ) -> GaussianReference:
     """The automatic Boomerang reference at x* = ``mean`` (the mode):
     Σ* = γ diag(curvature at x*)⁻¹, or the dense γ H⁻¹.
@@ -185,6 +186,9 @@ def build_reference(
         see :func:`curvature_diagonal`.
     gamma
         γ > 0, the paper's scale of Σ* (eq. 5).
+    known
+        diag ∇²U at ``mean`` where the caller has it already (a structured set-up): used for
+        ``"hessian"`` instead of D Hessian-vector products.
 
     Raises
     ------
@@ -204,7 +208,10 @@ def build_reference(
     if not (np.isfinite(gamma) and gamma > 0):
         raise ValueError(f"gamma must be a finite positive number; got {gamma!r}.")
     mean = jnp.asarray(mean)
-    curv = np.asarray(curvature_diagonal(estimator, mean, curvature))
+    if known is not None and curvature == "hessian":
+        curv = np.asarray(known)
+    else:
+        curv = np.asarray(curvature_diagonal(estimator, mean, curvature))
     if curvature == "full_hessian":
         hessian = (curv + curv.T) / 2
         try:

@@ -217,7 +217,14 @@ def declare(options: SBPSOptions) -> KernelSpec:
     )
 
 
+Options = SBPSOptions
+"""The options dataclass of this sampler (what the NumPyro class takes)."""
+Info = PDMPInfo
+"""The per-step diagnostics of this sampler's kernel."""
+
 __all__ = [
+    "Info",
+    "Options",
     "PROPOSALS_PER_SAMPLE",
     "SBPSOptions",
     "declare",

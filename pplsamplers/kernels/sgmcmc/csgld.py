@@ -28,10 +28,8 @@ from pplsamplers import validation
 from pplsamplers.estimator import Estimator
 from pplsamplers.kernels.sgmcmc.sgbd import averaged_gradient
 from pplsamplers.kernels.sgmcmc.step_size import (
-    STEP_SIZE_STEPS_PER_SAMPLE,
-    auto_langevin_steps,
-    halve_step_size,
     langevin_step_size,
+    step_size_spec,
 )
 from pplsamplers.kernels.spec import KernelSpec, WarmupContext
 from pplsamplers.types import Array, PRNGKey
@@ -161,19 +159,24 @@ def declare(options: CSGLDOptions) -> KernelSpec:
             f"noise clipped {float(jnp.mean(info.frac_past_breaking_point)):.0%}"
         )
 
-    return KernelSpec(
+    return step_size_spec(
+        options.step_size == "auto",
         init=init,
         build_kernel=lambda: build_kernel(options.noise_decay),
         default_params=default_params,
         diagnostic_fields=CSGLDInfo._fields,
         describe=describe,
-        stabilize=halve_step_size,
-        steps_per_sample=STEP_SIZE_STEPS_PER_SAMPLE,
-        steps_per_sample_at=auto_langevin_steps if options.step_size == "auto" else None,
     )
 
 
+Options = CSGLDOptions
+"""The options dataclass of this sampler (what the NumPyro class takes)."""
+Info = CSGLDInfo
+"""The per-step diagnostics of this sampler's kernel."""
+
 __all__ = [
+    "Info",
+    "Options",
     "CSGLDInfo",
     "CSGLDOptions",
     "CSGLDParams",

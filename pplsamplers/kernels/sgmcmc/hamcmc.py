@@ -24,10 +24,9 @@ Start (Alg. 1 takes θ_0, …, θ_{2M} as input): the first 2M states are SGLD s
 (θ_{t−M} := θ_0 for t < M), with ε' = γ ε_t by default (SGLD with the metric H⁰ = γI); they
 use the same two gradients and fill the pair memory at the same cost per step.  Step size:
 constant, or ε_t = (a/t_k)^0.51 with t_k = M⌈t/M⌉, constant within each block of M steps as
-Condition 1 requires.  The last M states and M−1 pairs live in ring buffers indexed by
-``t mod M`` and ``t mod (M−1)``.  :func:`init` and :func:`build_kernel` take the structural
-options (M, the schedule's form); ε or a, κ, γ, λ and the start's step are
-:class:`HAMCMCParams`, traced, so a warmup or a vmapped grid changes them without recompiling.
+Condition 1 requires.  States and pairs live in ring buffers (``t mod M``, ``t mod (M−1)``).
+ε or a, κ, γ, λ and the start's step are :class:`HAMCMCParams`, traced (a warmup or a vmapped
+grid changes them without recompiling); M and the schedule's form are structural.
 """
 
 from __future__ import annotations
@@ -42,15 +41,8 @@ import jax.numpy as jnp
 from pplsamplers import validation
 from pplsamplers.estimator import Estimator
 from pplsamplers.kernels.sgmcmc import lbfgs
-from pplsamplers.kernels.sgmcmc.step_size import (
-    SCHEDULES,
-    STEP_SIZE_STEPS_PER_SAMPLE,
-    Schedule,
-    auto_langevin_steps,
-    halve_step_size,
-    langevin_step_size,
-    scheduled_step,
-)
+from pplsamplers.kernels.sgmcmc import step_size as steps
+from pplsamplers.kernels.sgmcmc.step_size import SCHEDULES, Schedule, scheduled_step
 from pplsamplers.kernels.spec import KernelSpec, WarmupContext
 from pplsamplers.types import Array, PRNGKey
 
@@ -357,7 +349,7 @@ def declare(options: HAMCMCOptions) -> KernelSpec:
         as_array = partial(jnp.asarray, dtype=context.dtype)
         start = options.sgld_step_size
         return HAMCMCParams(
-            step_size=as_array(langevin_step_size(options.step_size, estimator.dim)),
+            step_size=as_array(steps.langevin_step_size(options.step_size, estimator.dim)),
             initial_scale=as_array(options.initial_scale),
             damping=as_array(options.damping),
             decay_exponent=as_array(0.51),
@@ -365,28 +357,32 @@ def declare(options: HAMCMCOptions) -> KernelSpec:
         )
 
     def describe(info: HAMCMCInfo) -> str:
-        return (
-            f"ε {float(jnp.mean(info.step_size)):.2e}, "
-            f"skipped pairs {int(jnp.max(info.num_skipped_pairs))}, M {memory}"
-        )
+        skipped = int(jnp.max(info.num_skipped_pairs))
+        return f"ε {float(jnp.mean(info.step_size)):.2e}, skipped pairs {skipped}, M {memory}"
 
-    return KernelSpec(
+    return steps.step_size_spec(
+        options.step_size == "auto",
         init=partial(init, memory_size=memory),
         build_kernel=lambda: build_kernel(memory, options.schedule),
         default_params=default_params,
         diagnostic_fields=("data_evals", "skipped_pairs", "step_size", "curvature", "sgld_start"),
         describe=describe,
-        stabilize=halve_step_size,
         # each step moves one of the M interleaved sub-chains
-        steps_per_sample=STEP_SIZE_STEPS_PER_SAMPLE * memory,
+        steps_per_sample=steps.STEP_SIZE_STEPS_PER_SAMPLE * memory,
         steps_per_sample_at=(
-            (lambda dim: auto_langevin_steps(dim) * memory) if options.step_size == "auto" else None
+            (lambda dim: steps.auto_langevin_steps(dim) * memory)
+            if options.step_size == "auto"
+            else None
         ),
         moved_point=moved_point,
     )
 
 
+Options, Info = HAMCMCOptions, HAMCMCInfo  # the options (NumPyro class) and diagnostics
+
 __all__ = [
+    "Info",
+    "Options",
     "MIN_PAIR_COSINE",
     "HAMCMCInfo",
     "HAMCMCOptions",

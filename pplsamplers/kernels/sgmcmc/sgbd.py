@@ -41,10 +41,9 @@ from pplsamplers.estimator import Estimator, hessian_diagonal
 from pplsamplers.kernels.sgmcmc.sgld import floored_diagonal
 from pplsamplers.kernels.sgmcmc.step_size import (
     BARKER_VARIANCE_BIAS,
-    STEP_SIZE_STEPS_PER_SAMPLE,
     coherent_variance_bias,
     dilated_steps,
-    halve_step_size,
+    step_size_spec,
 )
 from pplsamplers.kernels.spec import KernelSpec, WarmupContext, WarmupWindow
 from pplsamplers.types import Array, PRNGKey
@@ -323,7 +322,9 @@ def declare(options: SGBDOptions) -> KernelSpec:
             sigma = validation.positive_array("step_size", options.step_size, estimator.dim)
             return make_params(sigma, estimator.dim, context.dtype)
         at = context.anchor if context.anchor is not None else context.init_position
-        scale = floored_diagonal(hessian_diagonal(estimator, at)) ** -0.5
+        known = context.curvature_at(at)
+        curvature = hessian_diagonal(estimator, at) if known is None else known
+        scale = floored_diagonal(curvature) ** -0.5
         if context.whitened:  # the whitening's scale (1) bounds the local one
             scale = jnp.minimum(scale, 1.0)
         return make_params(auto_sigma(estimator.dim) * scale, estimator.dim, context.dtype)
@@ -348,15 +349,14 @@ def declare(options: SGBDOptions) -> KernelSpec:
             f"τ̂ {float(jnp.mean(info.tau_mean)):.3g}"
         )
 
-    return KernelSpec(
+    return step_size_spec(
+        automatic,
         init=init,
         build_kernel=lambda: build_kernel(options.variant, options.noise_decay),
         default_params=default_params,
         warmup=warmup if options.adapt_step_size else None,
         diagnostic_fields=SGBDInfo._fields,
         describe=describe,
-        stabilize=halve_step_size,
-        steps_per_sample=STEP_SIZE_STEPS_PER_SAMPLE,
         # a smaller automatic σ diffuses (σ / 0.5)² as far per step: more steps per draw
         steps_per_sample_at=(
             (lambda dim: dilated_steps((AUTO_SIGMA / auto_sigma(dim)) ** 2)) if automatic else None
@@ -364,7 +364,14 @@ def declare(options: SGBDOptions) -> KernelSpec:
     )
 
 
+Options = SGBDOptions
+"""The options dataclass of this sampler (what the NumPyro class takes)."""
+Info = SGBDInfo
+"""The per-step diagnostics of this sampler's kernel."""
+
 __all__ = [
+    "Info",
+    "Options",
     "AUTO_SIGMA",
     "INCREMENT_QUANTILE",
     "LOGISTIC_PROBIT_SCALE",

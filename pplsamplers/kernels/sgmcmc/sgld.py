@@ -28,10 +28,8 @@ from pplsamplers.estimator import (
     max_curvature,
 )
 from pplsamplers.kernels.sgmcmc.step_size import (
-    STEP_SIZE_STEPS_PER_SAMPLE,
-    auto_langevin_steps,
     coherent_step_limit,
-    halve_step_size,
+    step_size_spec,
 )
 from pplsamplers.kernels.spec import KernelSpec, WarmupContext, WarmupWindow
 from pplsamplers.types import Array, PRNGKey
@@ -179,7 +177,8 @@ def declare(options: SGLDOptions) -> KernelSpec:
         if not automatic:
             return SGLDParams(jnp.asarray(options.step_size, dtype), jnp.ones(dim, dtype))
         anchor, (_, probe_key) = context.mode, jax.random.split(rng_key)
-        diagonal = floored_diagonal(hessian_diagonal(estimator, anchor))
+        known = context.curvature_at(anchor)
+        diagonal = floored_diagonal(hessian_diagonal(estimator, anchor) if known is None else known)
         step = min(
             suggest_step_size(probe_key, estimator, anchor),
             coherent_step_limit(dim, float(jnp.sum(diagonal))),
@@ -225,7 +224,8 @@ def declare(options: SGLDOptions) -> KernelSpec:
             f"|grad| {float(jnp.mean(info.grad_norm)):.3g}"
         )
 
-    return KernelSpec(
+    return step_size_spec(
+        automatic,
         init=init,
         build_kernel=build_kernel,
         default_params=default_params,
@@ -233,9 +233,6 @@ def declare(options: SGLDOptions) -> KernelSpec:
         warmup_init=warmup_init,
         diagnostic_fields=("data_evals", "step_size", "grad_norm"),
         describe=describe,
-        stabilize=halve_step_size,
-        steps_per_sample=STEP_SIZE_STEPS_PER_SAMPLE,
-        steps_per_sample_at=auto_langevin_steps if automatic else None,
         needs_mode=automatic,
     )
 
@@ -247,7 +244,14 @@ def floored_diagonal(curvature: Array, rel_floor: float = 1e-8) -> Array:
     return jnp.maximum(magnitude, rel_floor * jnp.max(magnitude))
 
 
+Options = SGLDOptions
+"""The options dataclass of this sampler (what the NumPyro class takes)."""
+Info = SGLDInfo
+"""The per-step diagnostics of this sampler's kernel."""
+
 __all__ = [
+    "Info",
+    "Options",
     "SGLDInfo",
     "SGLDOptions",
     "SGLDParams",

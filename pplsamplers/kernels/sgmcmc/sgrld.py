@@ -29,12 +29,10 @@ from pplsamplers import validation
 from pplsamplers.estimator import Estimator
 from pplsamplers.kernels.sgmcmc.step_size import (
     SCHEDULES,
-    STEP_SIZE_STEPS_PER_SAMPLE,
     Schedule,
-    auto_langevin_steps,
-    halve_step_size,
     langevin_step_size,
     scheduled_step,
+    step_size_spec,
 )
 from pplsamplers.kernels.spec import KernelSpec, WarmupContext
 from pplsamplers.types import Array, PRNGKey
@@ -217,7 +215,7 @@ def declare(options: SGRLDOptions) -> KernelSpec:
             metric = jnp.asarray(metric, dtype)
             if metric.shape != (dim, dim):
                 raise ValueError(f"metric must have shape ({dim}, {dim}); got {metric.shape}.")
-            factor = context.factor if context.factor.ndim == 2 else jnp.diag(context.factor)
+            factor = context.whitening.matrix()
             metric = factor.T @ metric @ factor  # G over x is Lᵀ G L over z
         step = jnp.asarray(langevin_step_size(options.step_size, dim), dtype)
         return make_params(step, metric, jnp.asarray(0.51, dtype))
@@ -225,19 +223,24 @@ def declare(options: SGRLDOptions) -> KernelSpec:
     def describe(info: SGRLDInfo) -> str:
         return f"ε {float(jnp.mean(info.step_size)):.2e}"
 
-    return KernelSpec(
+    return step_size_spec(
+        options.step_size == "auto",
         init=init,
         build_kernel=lambda: build_kernel(options.schedule, options.factorize_each_step),
         default_params=default_params,
         diagnostic_fields=SGRLDInfo._fields,
         describe=describe,
-        stabilize=halve_step_size,
-        steps_per_sample=STEP_SIZE_STEPS_PER_SAMPLE,
-        steps_per_sample_at=auto_langevin_steps if options.step_size == "auto" else None,
     )
 
 
+Options = SGRLDOptions
+"""The options dataclass of this sampler (what the NumPyro class takes)."""
+Info = SGRLDInfo
+"""The per-step diagnostics of this sampler's kernel."""
+
 __all__ = [
+    "Info",
+    "Options",
     "SGRLDInfo",
     "SGRLDOptions",
     "SGRLDParams",

@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 
 from pplsamplers.estimator import Estimator
+from pplsamplers.kernels.spec import KernelSpec
 from pplsamplers.types import Array, PRNGKey
 
 Schedule = Literal["constant", "polynomial"]
@@ -195,6 +196,20 @@ def scheduled_step(
     return ScheduledStep(t, epsilon.astype(dtype), estimator.sample_indices(batch_key), noise)
 
 
+def step_size_spec(automatic: bool, **declared: Any) -> KernelSpec:
+    """A step-size kernel's :class:`~pplsamplers.kernels.spec.KernelSpec`: ``declared``, and what
+    these kernels share: a divergent step halves the step size (:func:`halve_step_size`), and a
+    draw is :data:`STEP_SIZE_STEPS_PER_SAMPLE` steps, more in high dimension where the
+    ``automatic`` step shrinks (:func:`auto_langevin_steps`) unless ``declared`` says
+    otherwise."""
+    shared = dict(
+        stabilize=halve_step_size,
+        steps_per_sample=STEP_SIZE_STEPS_PER_SAMPLE,
+        steps_per_sample_at=auto_langevin_steps if automatic else None,
+    )
+    return KernelSpec(**{**shared, **declared})
+
+
 __all__ = [
     "AUTO_LANGEVIN_STEP",
     "SCHEDULES",
@@ -216,4 +231,5 @@ __all__ = [
     "langevin_step_size",
     "scheduled_step",
     "step_size_at",
+    "step_size_spec",
 ]

@@ -1,0 +1,160 @@
+"""Find a model's group effects from its gradients: which latent coordinates are local to a
+group of data rows, and which are global.
+
+A latent site is *local* when every datum's likelihood reads the elements of one group of it
+only (``z[group[i]]``, a row of ``b[group[i]]``), whatever the way the model is written (a
+``numpyro.plate`` over the groups or an expanded distribution).  :func:`find_blocks` reads it
+off the model's per-datum gradients at a point, where they are generically non-zero:
+
+1. on a few hundred random rows, the per-example gradients show which sites' elements each
+   row reads, and whether those elements belong to one group (a site of shape (G, m) groups
+   its elements by row);
+2. over every datum, two directional derivatives per local site (directions r_j and
+   r_j · group(j), with r random) give each datum's group, their ratio;
+3. the local sites are one set of groups when every datum's groups agree across them;
+4. :func:`coupling_check`: one Hessian-vector product checks that the groups do not couple
+   (a prior that correlates the groups, a crossed second grouping): the arrowhead Hessian
+   must reproduce it.
+
+The result is a :class:`~pplsamplers.estimator.blocks.Blocks`, or ``None`` with the reason.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from pplsamplers.estimator import Potential
+from pplsamplers.estimator.blocks import BlockHessian, Blocks
+from pplsamplers.estimator.curvature import datum_directional
+from pplsamplers.types import Array, PRNGKey
+
+MIN_GROUPS = 8
+"""Fewer groups than this are treated as global latents."""
+MAX_GLOBALS = 256
+"""The structured approximation keeps a dense p × p block for the globals: at most this many."""
+SAMPLED_ROWS = 512
+"""Rows whose per-example gradients show which elements each datum reads."""
+COUPLING_TOLERANCE = 1e-6
+"""Relative mismatch of a Hessian-vector product against the arrowhead above which the groups
+are taken to couple."""
+
+
+def _site_coordinates(potential: Potential) -> dict[str, np.ndarray]:
+    """Each latent site's flat coordinates, shaped like its unconstrained value."""
+    dim = potential.dim
+    sites = potential.unravel(jnp.arange(dim, dtype=jnp.result_type(float)))
+    return {name: np.asarray(value).astype(int) for name, value in sites.items()}
+
+
+def _local_sites(
+    potential: Potential, x: Array, rng_key: PRNGKey
+) -> list[tuple[str, np.ndarray, int]]:
+    """(name, flat coordinates, elements per group) of the sites each sampled row reads one
+    group of."""
+    estimator = potential.estimator
+    rows = jax.random.randint(rng_key, (min(SAMPLED_ROWS, estimator.N),), 0, estimator.N)
+    grads = np.abs(np.asarray(jax.jit(estimator.per_example_grads)(x, rows)))
+    reads = grads > 1e-12 * (1.0 + grads.max())
+    found = []
+    for name, coords in _site_coordinates(potential).items():
+        stride = coords.shape[-1] if coords.ndim >= 2 else 1
+        flat = coords.reshape(-1)
+        groups = flat.size // stride
+        hits = reads[:, flat].reshape(reads.shape[0], groups, stride).any(-1)
+        if groups < MIN_GROUPS or not hits.any() or hits.sum(1).max() > 1:
+            continue
+        found.append((name, flat, stride))
+    return found
+
+
+@partial(jax.jit, static_argnums=0)
+def _datum_groups(estimator, x: Array, directions: Array) -> Array:
+    """Each datum's group for each local site, from directional derivatives along r and
+    r · group (−1 where the datum's derivative vanishes at x)."""
+    derivatives = datum_directional(estimator, x, directions)  # (N, 2 S)
+    first, second = derivatives[:, 0::2], derivatives[:, 1::2]
+    known = jnp.abs(first) > 1e-9 * (1.0 + jnp.max(jnp.abs(first), axis=0))
+    ratio = second / jnp.where(known, first, 1.0)
+    return jnp.where(known, jnp.round(ratio), -1).astype(jnp.int32)
+
+
+def find_blocks(potential: Potential, x: Array, rng_key: PRNGKey) -> tuple[Blocks | None, str]:
+    """The model's global and group coordinates at ``x`` (module docstring), or ``None`` and
+    why not.
+
+    Examples
+    --------
+    >>> from models import robust_hierarchical
+    >>> from pplsamplers.model import make_potential
+    >>> args, kwargs = robust_hierarchical.load_data(num_groups=50, total=2000)
+    >>> potential = make_potential(robust_hierarchical.model, args, kwargs)
+    >>> blocks, note = find_blocks(potential, potential.init_position, jax.random.key(0))
+    >>> blocks.num_groups, blocks.block_size, int(blocks.globals_.shape[0])
+    (50, 1, 4)
+    """
+    estimator = potential.estimator
+    if estimator.N < 2 * MIN_GROUPS:
+        return None, "too few data for group effects"
+    sample_key, direction_key = jax.random.split(rng_key)
+    local = _local_sites(potential, x, sample_key)
+    if not local:
+        return None, "no latent site is read one group at a time by the data"
+    dtype = x.dtype
+    weights = jax.random.uniform(direction_key, (estimator.dim,), dtype, 1.0, 2.0)
+    directions = []
+    for _, flat, stride in local:
+        group_of = np.arange(flat.size) // stride
+        plain = jnp.zeros(estimator.dim, dtype).at[flat].set(weights[flat])
+        directions += [plain, plain.at[flat].multiply(jnp.asarray(group_of, dtype))]
+    groups = np.asarray(_datum_groups(estimator, x, jnp.stack(directions)))  # (N, S)
+    counts = [flat.size // stride for _, flat, stride in local]
+    if len(set(counts)) > 1:
+        return None, f"group effects of different numbers of groups {sorted(set(counts))}"
+    both = np.all(groups >= 0, axis=1)
+    if not np.all(groups[both] == groups[both, :1]):
+        return None, "the local sites do not share one grouping (crossed effects)"
+    num_groups = counts[0]
+    members = [flat.reshape(num_groups, stride) for _, flat, stride in local]
+    group_coords = np.concatenate(members, axis=1)
+    local_coords = np.zeros(estimator.dim, bool)
+    local_coords[group_coords.reshape(-1)] = True
+    global_coords = np.flatnonzero(~local_coords)
+    if global_coords.size > MAX_GLOBALS:
+        return None, f"{global_coords.size} global latents (more than {MAX_GLOBALS})"
+    first = groups[:, 0]
+    rows = np.bincount(first[first >= 0], minlength=num_groups)
+    names = ", ".join(f"'{name}'" for name, _, _ in local)
+    blocks = Blocks(jnp.asarray(global_coords), jnp.asarray(group_coords), jnp.asarray(rows))
+    return blocks, (
+        f"{num_groups} groups of {group_coords.shape[1]} coordinates ({names}), "
+        f"{global_coords.size} global; rows per group {int(rows.min())}–{int(rows.max())}"
+    )
+
+
+@partial(jax.jit, static_argnums=0)
+def _mismatch(estimator, x: Array, hessian: BlockHessian, key: PRNGKey) -> Array:
+    """‖H v − (arrowhead) v‖ / ‖H v‖ for a random v."""
+    v = jax.random.normal(key, x.shape, x.dtype)
+    exact = jax.jvp(lambda y: estimator.full_value_and_grad(y)[1], (x,), (v,))[1]
+    difference = jnp.linalg.norm(exact - hessian.matvec(v))
+    return difference / jnp.maximum(jnp.linalg.norm(exact), jnp.finfo(x.dtype).tiny)
+
+
+def coupling_check(
+    potential: Potential, x: Array, hessian: BlockHessian, rng_key: PRNGKey
+) -> str | None:
+    """``None`` where the arrowhead ``hessian`` reproduces a Hessian-vector product of U at
+    ``x`` in a random direction, else why not (a prior that correlates the groups, a second,
+    crossed grouping: the groups couple)."""
+    mismatch = float(_mismatch(potential.estimator, x, hessian, rng_key))
+    tolerance = COUPLING_TOLERANCE * (1e3 if x.dtype == jnp.float32 else 1.0)
+    if mismatch <= tolerance:
+        return None
+    return f"the groups couple (the arrowhead misses {mismatch:.2g} of a Hessian product)"
+
+
+__all__ = ["MAX_GLOBALS", "MIN_GROUPS", "coupling_check", "find_blocks"]
