@@ -175,7 +175,8 @@ def rank_candidates(
     far_from_laplace = f.laplace_weight_sd > POOR_LAPLACE or (
         f.quadratic_misfit > NON_GAUSSIAN_MISFIT and f.dim > HIGH_DIM
     )
-    hierarchical_like = far_from_laplace and f.num_data <= NUTS_AFFORDABLE_N
+    structured = bool(f.group_structure)  # the group effects are modelled, not a misfit
+    hierarchical_like = far_from_laplace and not structured and f.num_data <= NUTS_AFFORDABLE_N
     if hierarchical_like:
         rule(
             "nuts",
@@ -193,6 +194,14 @@ def rank_candidates(
             LAST_RESORT,
             f"exact, but every gradient touches all N = {f.num_data} data "
             "(last or nearly last per epoch on every large-N model of the selection suite)",
+        )
+    if structured:
+        rule(
+            "boomerang",
+            IDEAL + 0.5,
+            f"group effects ({f.group_structure}): the shared warmup's Gaussian has their "
+            "arrowhead precision and sits at the globals' Laplace-marginal mode, and the "
+            "Boomerang's flow is exact on it (measured: benchmarks/hierarchical.py)",
         )
     multimodal = f.mode_count > 1
     near_gaussian = (

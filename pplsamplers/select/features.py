@@ -86,6 +86,8 @@ class ModelFeatures(NamedTuple):
     local_sites : latent sites inside the data plate (per-datum latents), which no minibatch
         kernel can subsample; the probes are skipped (NaN).
     full_data_reason : why only NUTS can run the model (e.g. no latent dimension); or empty.
+    group_structure : the group effects the shared warmup found and modelled (its arrowhead
+        Gaussian at the nested Laplace centre, converged), or empty.
     """
 
     num_data: int
@@ -111,6 +113,7 @@ class ModelFeatures(NamedTuple):
     laplace_weight_sd: float = float("nan")
     local_sites: tuple[str, ...] = ()
     full_data_reason: str = ""
+    group_structure: str = ""
 
     def as_dict(self) -> dict[str, object]:
         """Printable (scalar) features, without the per-coordinate vectors."""
@@ -172,6 +175,8 @@ def probe_features(
     out["map_position"] = x_map
     if stage is not None and stage.laplace_misfit is not None:
         out["laplace_weight_sd"] = stage.laplace_misfit
+    if stage is not None and stage.structure is not None and stage.structure.converged:
+        out["group_structure"] = stage.notes["structure"]
     if stage is not None and stage.mode_count is not None:
         out["mode_count"] = stage.mode_count
     else:
@@ -373,20 +378,6 @@ def model_features(
     return features._replace(**probe_features(key, potential, estimator, stage=stage))
 
 
-def laplace_starts(rng_key: PRNGKey, features: ModelFeatures, num_chains: int) -> Array | None:
-    """``(num_chains, D)`` starting points drawn from N(MAP, diag(H)⁻¹), or ``None``.
-
-    Minibatch kernels move slowly from an arbitrary start (a stable SG step is a fraction of the
-    narrowest posterior width), so a short warmup can leave them far from the posterior; starting
-    inside the diagonal Laplace approximation removes that without putting chains on one point.
-    """
-    if features.map_position is None or features.curvature_diagonal is None:
-        return None
-    mean = jnp.asarray(features.map_position)
-    sd = 1.0 / jnp.sqrt(jnp.asarray(features.curvature_diagonal, mean.dtype))
-    return mean + sd * jax.random.normal(rng_key, (num_chains, mean.shape[0]), mean.dtype)
-
-
 def features_table(features: ModelFeatures) -> str:
     """The features as aligned ``name  value`` lines."""
     rows = []
@@ -397,4 +388,4 @@ def features_table(features: ModelFeatures) -> str:
 
 
 __all__ = ["ModelFeatures", "count_modes", "features_table", "full_data_features"]
-__all__ += ["laplace_starts", "local_latent_features", "model_features", "probe_features"]
+__all__ += ["local_latent_features", "model_features", "probe_features"]

@@ -216,15 +216,26 @@ def _curvature(
     return 0.5 * (curvature + curvature.T)
 
 
+def _positive_inverse(matrix: Array) -> np.ndarray:
+    """M⁻¹ with M's eigenvalues made positive and floored: a descent metric even where M is
+    indefinite (S is, along a group scale, wherever the joint density rises toward the funnel's
+    neck)."""
+    root = np.asarray(inverse_root(jnp.asarray(matrix), REL_FLOOR), float)
+    return root @ root.T
+
+
 def _quasi_newton(
     estimator: Estimator, blocks: Blocks, point: tuple, inverse: np.ndarray, max_steps: int
 ) -> tuple[tuple, float, int]:
     """BFGS over θ from ``point`` with inverse curvature ``inverse``, Armijo steps on f:
     ``(the last point, its decrement in sds of that metric, iterations)``."""
-    decrement, iterations = np.inf, 0
+    decrement, iterations, start = np.inf, 0, inverse
     for iterations in range(1, max_steps + 1):  # noqa: B007 (returned)
         gradient = point[2]
         direction = -inverse @ gradient
+        if gradient @ direction >= 0.0 and np.any(gradient):  # lost definiteness: restart
+            inverse = start
+            direction = -inverse @ gradient
         decrement = float(np.sqrt(max(-gradient @ direction, 0.0)))
         if decrement < TOLERANCE:
             break
@@ -270,12 +281,12 @@ def nested_laplace(
         Quasi-Newton iterations over θ, at most.
     """
     point = _evaluate(estimator, blocks, x0)
-    inverse = np.linalg.pinv(np.asarray(schur_complement(point[3]), float))
+    inverse = _positive_inverse(schur_complement(point[3]))
     point, decrement, iterations = _quasi_newton(estimator, blocks, point, inverse, max_steps)
     for _ in range(3):  # Newton with f's curvature: the BFGS metric's decrement is unreliable
         guess = np.asarray(inverse_root(schur_complement(point[3]), REL_FLOOR), float)
         precision = _curvature(estimator, blocks, point[0], guess)
-        inverse = np.linalg.pinv(precision)
+        inverse = _positive_inverse(precision)
         point, decrement, steps = _quasi_newton(estimator, blocks, point, inverse, 1)
         iterations += steps
         if decrement < TOLERANCE:

@@ -4,6 +4,7 @@ factor) and the automatic batch size (:func:`suggest_batch_size`)."""
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, Literal
 
 import jax
@@ -147,12 +148,53 @@ def posterior_scale(
     return jnp.asarray(factor, x.dtype), info
 
 
+NOISE_TARGET = 0.3
+"""The automatic batch size's gradient noise, in posterior sds on the noisiest coordinate
+(:func:`~pplsamplers.warmup.scale.suggest_batch_size`)."""
+USER_NOISE_LIMIT = 3.0
+"""A user's batch size whose gradient noise exceeds this many posterior sds on some
+coordinate is warned of (the automatic choice stays below :data:`NOISE_TARGET`, or below a
+structured model's own target)."""
+PROBE_ENTRIES = 20_000_000
+"""The gradient-noise probe holds at most this many per-example gradient entries at once."""
+
+
+def noise_probe(
+    rng_key: PRNGKey,
+    potential: Estimator,
+    whitening: Any,
+    probe_size: int = 4096,
+    num_points: int = 4,
+) -> float:
+    """max_j s_j², s_j² = Var_i ∂_j ℓ_i in whitened coordinates, averaged over ``num_points``
+    draws of the Gaussian approximation, on ``probe_size`` random data (see
+    :func:`suggest_batch_size`): the estimator's gradient noise sd at batch size n is then
+    N √(s²/n) posterior sds."""
+    N = potential.N
+    white = whiten(potential, whitening)
+    dtype = whitening.center.dtype
+    # the (m, D) per-example gradients of one point stay below PROBE_ENTRIES numbers
+    m = min(int(probe_size), N, max(256, PROBE_ENTRIES // potential.dim))
+    if m < 2:
+        return 0.0
+    point_key, index_key = jax.random.split(rng_key)
+
+    @jax.jit
+    def probe(point_key: PRNGKey, index_key: PRNGKey) -> Array:
+        points = jax.random.normal(point_key, (num_points, potential.dim), dtype)
+        idx = jnp.arange(N) if m == N else jax.random.randint(index_key, (m,), 0, N)
+        variance = lambda z: jnp.var(white.per_example_grads(z, idx), axis=0, ddof=1)
+        return jnp.mean(lax.map(variance, points), axis=0)
+
+    return float(jnp.max(probe(point_key, index_key)))
+
+
 def suggest_batch_size(
     rng_key: PRNGKey,
     potential: Estimator,
     whitening: Any,
     *,
-    target: float = 0.3,
+    target: float = NOISE_TARGET,
     min_size: int = 32,
     full_batch_fraction: float = 0.25,
     probe_size: int = 4096,
@@ -210,19 +252,7 @@ def suggest_batch_size(
     if not 0 < full_batch_fraction <= 1:
         raise ValueError(f"full_batch_fraction must lie in (0, 1]; got {full_batch_fraction}.")
     N = potential.N
-    white = whiten(potential, whitening)
-    dtype = whitening.center.dtype
-    m = min(int(probe_size), N)
-    point_key, index_key = jax.random.split(rng_key)
-
-    @jax.jit
-    def probe(point_key: PRNGKey, index_key: PRNGKey) -> Array:
-        points = jax.random.normal(point_key, (num_points, potential.dim), dtype)
-        idx = jnp.arange(N) if m == N else jax.random.randint(index_key, (m,), 0, N)
-        variance = lambda z: jnp.var(white.per_example_grads(z, idx), axis=0, ddof=1)
-        return jnp.mean(lax.map(variance, points), axis=0)
-
-    s2 = float(jnp.max(probe(point_key, index_key))) if m > 1 else 0.0
+    s2 = noise_probe(rng_key, potential, whitening, probe_size, num_points)
     estimator = "control-variate" if potential.control_variate else "plain"
     lowest = min(N, int(min_size))
     needed = math.ceil(N**2 * s2 / target**2) if s2 > 0 else 1
@@ -241,4 +271,32 @@ def suggest_batch_size(
     return int(n), reason
 
 
-__all__ = ["posterior_scale", "suggest_batch_size"]
+def check_batch_size(
+    rng_key: PRNGKey, potential: Estimator, whitening: Any, n: int, target: float = NOISE_TARGET
+) -> str:
+    """The gradient noise at a batch size the user chose, as a note; a warning where it is
+    above ``USER_NOISE_LIMIT`` posterior sds (step-size kernels are then biased and PDMPs
+    slow), with the batch size that meets ``target``."""
+    s2 = noise_probe(rng_key, potential, whitening)
+    N = potential.N
+    noise = N * math.sqrt(s2 / n)
+    if noise > USER_NOISE_LIMIT:
+        needed = min(N, math.ceil(N**2 * s2 / target**2))
+        warnings.warn(
+            f"pplsamplers: subsample_size={n} gives gradient noise of {noise:.2g} posterior sd "
+            f"on its noisiest coordinate (more than {USER_NOISE_LIMIT:g}): step-size kernels "
+            "will be biased and PDMPs slow. Use subsample_size >= "
+            f"{needed}, or leave it out for the automatic choice.",
+            stacklevel=6,
+        )
+    return f": gradient noise sd {noise:.2g} posterior sd at Laplace draws"
+
+
+__all__ = [
+    "NOISE_TARGET",
+    "USER_NOISE_LIMIT",
+    "check_batch_size",
+    "noise_probe",
+    "posterior_scale",
+    "suggest_batch_size",
+]

@@ -61,8 +61,13 @@ from pplsamplers.warmup.anchor import choose_control_variate
 from pplsamplers.warmup.metric import refinement
 from pplsamplers.warmup.mode import find_map
 from pplsamplers.warmup.options import SEED, SetupOptions, user_factor
-from pplsamplers.warmup.scale import posterior_scale, suggest_batch_size
-from pplsamplers.warmup.structured import StructuredFit, structured_fit
+from pplsamplers.warmup.scale import (
+    NOISE_TARGET,
+    check_batch_size,
+    posterior_scale,
+    suggest_batch_size,
+)
+from pplsamplers.warmup.structured import STRUCTURED_NOISE_TARGET, StructuredFit, structured_fit
 from pplsamplers.warmup.variational import laplace_check, refine_laplace
 
 
@@ -337,12 +342,19 @@ def setup(
     estimated = isinstance(options.precondition, str)
     structure = stage.structure
     hessian = None if structure is None else structure.likelihood_hessian
+    target = NOISE_TARGET if structure is None else STRUCTURED_NOISE_TARGET
+    probe = base if anchor is None else with_control_variate(base, anchor, hessian)
     if n is None:
-        probe = base if anchor is None else with_control_variate(base, anchor, hessian)
-        n, reason = suggest_batch_size(jax.random.PRNGKey(SEED + 2), probe, whitening)
+        n, reason = suggest_batch_size(
+            jax.random.PRNGKey(SEED + 2), probe, whitening, target=target
+        )
         notes["subsample_size"] = f"{n} (automatic): {reason}"
     else:
         notes["subsample_size"] = f"{n}" + (" (full batch)" if n == base.N else "")
+        if n < base.N and stage.mode is not None and options.precondition is not None:
+            notes["subsample_size"] += check_batch_size(
+                jax.random.PRNGKey(SEED + 2), probe, whitening, n, target
+            )
     estimator = with_batch_size(base, n)
     if anchor is not None and n == base.N:
         anchor = None

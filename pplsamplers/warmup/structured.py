@@ -38,6 +38,15 @@ from pplsamplers.types import Array, PRNGKey
 from pplsamplers.warmup.laplace import REL_FLOOR, nested_laplace
 from pplsamplers.warmup.structure import coupling_check, find_blocks
 
+STRUCTURED_NOISE_TARGET = 1.0
+"""The automatic batch size's noise target for a structured model, in posterior sds on the
+noisiest coordinate.  With the second-order control variate the noise concentrates on the
+few groups whose effects the data barely inform (their posterior is their prior scale, and
+the likelihood's third-order terms over it survive the expansion): most coordinates are
+far below it.  Measured on ``models/mixed_glm.py`` at N = 10⁵ with 10³ groups, every kernel
+is as accurate at n = N/100 (noise up to about 2 sd on two coordinates, a median of 0.03)
+as at the full batch (``benchmarks/hierarchical.py``)."""
+
 
 class StructuredFit(NamedTuple):
     """Result of :func:`structured_fit`.
@@ -124,4 +133,4 @@ def structured_fit(
     return StructuredFit(blocks, whitening, likelihood, curvature, fit.converged, notes), found
 
 
-__all__ = ["StructuredFit", "structured_fit"]
+__all__ = ["STRUCTURED_NOISE_TARGET", "StructuredFit", "structured_fit"]
