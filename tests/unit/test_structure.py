@@ -203,8 +203,8 @@ def test_second_order_control_variate_is_unbiased_and_of_higher_order(normal_pot
     spread = {}
     for eps in (0.03, 0.01):
         x = center + eps * direction
-        grads = {k: jax.vmap(lambda i, e=e: e.grad(x, i))(every_block) for k, e in
-                 (("first", first), ("second", second))}  # fmt: skip
+        pairs = (("first", first), ("second", second))
+        grads = {k: jax.vmap(lambda i, e=e, x=x: e.grad(x, i))(every_block) for k, e in pairs}
         np.testing.assert_allclose(grads["second"].mean(0), gradient(x), atol=1e-9)
         spread[eps] = {k: float(jnp.sum(g.var(0))) for k, g in grads.items()}
     assert spread[0.03]["second"] < 0.05 * spread[0.03]["first"]
