@@ -26,11 +26,7 @@ from pplsamplers.model import (
 from pplsamplers.registry import SAMPLERS, make_kernel
 from pplsamplers.select.competence import SMALL_N, rank_candidates
 from pplsamplers.select.decision import Decision
-from pplsamplers.select.features import (
-    full_data_features,
-    local_latent_features,
-    model_features,
-)
+from pplsamplers.select.features import full_data_features, local_latent_features, model_features
 from pplsamplers.select.pilot import PilotOptions, run_pilot
 from pplsamplers.types import PRNGKey
 from pplsamplers.warmup import SHARED_OPTIONS, ModeStage, SetupOptions
@@ -177,7 +173,11 @@ class AutoSampler(MCMCKernel):
                     probe_size = default_subsample_size(model.data_size)
         stage = None
         if features is None:
-            stage = self._mode_stage(model, model_args, model_kwargs)
+            try:
+                stage = self._mode_stage(model, model_args, model_kwargs)
+            except FullDataOnlyError as error:  # e.g. a likelihood that jumps in a latent
+                features = full_data_features(error)
+        if features is None:
             features = model_features(
                 model,
                 model_args,

@@ -30,19 +30,17 @@ chosen and why.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 
+from pplsamplers.diagnostics import coordinate_names
 from pplsamplers.estimator import (
-    Estimator,
     Potential,
     Whitening,
     check_whitening,
-    whiten,
     with_batch_size,
     with_contiguous_blocks,
     with_control_variate,
@@ -67,85 +65,10 @@ from pplsamplers.warmup.scale import (
     posterior_scale,
     suggest_batch_size,
 )
+from pplsamplers.warmup.smoothness import smoothness_check
+from pplsamplers.warmup.stage import ModeStage, Setup
 from pplsamplers.warmup.structured import STRUCTURED_NOISE_TARGET, StructuredFit, structured_fit
 from pplsamplers.warmup.variational import laplace_check, refine_laplace
-
-
-class ModeStage(NamedTuple):
-    """Steps 1–3 of the set-up (module docstring): what AutoSampler's features read too."""
-
-    potential: Potential
-    """The model's full-batch potential in its flat unconstrained x."""
-    subsample_size: int | None
-    """The user's or the model's batch size; ``None``: automatic (step 4)."""
-    view: ModelView | None
-    """The model's view, or ``None`` for a given potential."""
-    rows: str
-    """How minibatches read the rows (contiguous blocks of shuffled rows, or random rows)."""
-    notes: Mapping[str, str]
-    mode: Array | None
-    """The mode (polished in the Laplace metric when a preconditioner is estimated)."""
-    whitening: Whitening
-    """The Laplace approximation x = c + L z (the identity with ``precondition=None``)."""
-    anchor: Array | None
-    """The control variate's anchor in x, or ``None`` (off)."""
-    mode_count: int | None
-    """The mode probe's count of separated optima; ``None`` where it did not run."""
-    laplace_misfit: float | None
-    """sd of the log importance weights of Laplace draws; ``None`` where no preconditioner
-    is estimated."""
-    arguments: tuple
-    """The ``(model_args, model_kwargs)`` it was computed for."""
-    structure: StructuredFit | None = None
-    """The structured approximation of a model with group effects, or ``None``."""
-
-
-class Setup(NamedTuple):
-    """The shared warmup's result for one data set (module docstring); immutable.
-
-    Kernels run on :attr:`kernel_estimator`; the adapter maps their coordinates z to the
-    model's x with :attr:`whitening` and to the sites with :attr:`potential`.
-    """
-
-    potential: Potential
-    """The model's full-batch potential in x, with its coordinates (self-check, output)."""
-    estimator: Estimator
-    """The kernel's estimator in x: batch size and control variate, not yet whitened."""
-    whitening: Whitening
-    """x = c + L z: the Gaussian approximation the kernel samples in (with
-    ``precondition=None``, L = I and c the mode, or 0 where none was searched)."""
-    whitened: bool
-    """Whether L is a posterior-scale estimate (``precondition`` not None), so that the
-    posterior has about unit scale in z."""
-    refine_metric: bool
-    """Whether each chain refines the whitening from its warmup draws."""
-    mode: Array | None
-    """The Gaussian approximation's centre in x (the polished mode or the variational mean);
-    ``None`` where no mode was searched."""
-    anchor: Array | None
-    mode_count: int | None
-    laplace_misfit: float | None
-    notes: Mapping[str, str]
-    view: ModelView | None
-    options: SetupOptions
-    arguments: tuple
-    structure: StructuredFit | None = None
-    """The structured approximation of a model with group effects, or ``None``."""
-
-    @property
-    def curvature(self) -> Array | None:
-        """U's curvature along each whitened coordinate at the centre, where the set-up knows
-        it without D Hessian-vector products (the structured fit), else ``None``."""
-        return None if self.structure is None else self.structure.curvature
-
-    @property
-    def kernel_estimator(self) -> Estimator:
-        """What the kernel runs on: :attr:`estimator` in the coordinates z."""
-        return whiten(self.estimator, self.whitening)
-
-    def matches(self, model_args: tuple, model_kwargs: dict) -> bool:
-        """Whether it was computed for these very arguments (the same array objects)."""
-        return same_objects(self.arguments, (tuple(model_args), dict(model_kwargs)))
 
 
 def _potential(options: SetupOptions, model_args: tuple, model_kwargs: dict) -> tuple:
@@ -193,6 +116,13 @@ def _search_mode(potential: Potential, notes: dict[str, str]) -> tuple[Array, bo
     return result.position, converged
 
 
+def _check_smooth(potential: Potential, mode: Array, whitening: Any) -> None:
+    """Refuse a U that jumps where its gradient is flat (:mod:`~pplsamplers.warmup.smoothness`)."""
+    names = coordinate_names(potential)
+    key = jax.random.PRNGKey(SEED + 7)
+    smoothness_check(potential.estimator, mode, whitening, names, key, potential.N)
+
+
 def _warn_not_converged(note: str) -> None:
     warnings.warn(
         f"pplsamplers: the mode search did not converge ({note}); the preconditioner and "
@@ -215,6 +145,7 @@ def _structured_stage(
 ) -> ModeStage:
     """The mode stage of a model with group effects: the structured fit's centre and
     whitening; the control variate (second order) anchored at the centre."""
+    _check_smooth(potential, structure.center, structure.whitening)
     joint = notes["mode"]
     notes.update(structure.notes)
     notes["mode"] += f" (the joint mode search, not used as the centre: {joint})"
@@ -300,6 +231,8 @@ def mode_stage(options: SetupOptions, model_args: tuple, model_kwargs: dict) -> 
             f"; polished in the Laplace metric to {float(polished.scaled_grad_norm):.2g} sd"
             f" ({'converged' if converged else 'NOT converged'})"
         )
+    if mode is not None:
+        _check_smooth(potential, mode, whitening)
     if not converged:
         _warn_not_converged(notes["mode"])
     minibatch = N > 1 and (n is None or n < N)

@@ -79,6 +79,24 @@ MODELS: dict[str, dict[str, Any]] = {
         draws=500,
         float32=True,
     ),
+    "mixed_1k": dict(
+        module="mixed_glm",
+        data=dict(N=20_000, num_groups=1_000, family="logistic", seed=11),
+        size_arg="N",
+        warmup=300,
+        draws=500,
+        float32=True,
+        reference="mixed_logit_1k_nuts",
+    ),
+    "mixed_5k": dict(
+        module="mixed_glm",
+        data=dict(N=50_000, num_groups=5_000, family="poisson", seed=12),
+        size_arg="N",
+        warmup=300,
+        draws=500,
+        float32=True,
+        reference="mixed_poisson_5k_nuts",
+    ),
     "student_t": dict(
         module="robust_student_t", data=dict(N=10_000, seed=3), size_arg="N", warmup=300, draws=500
     ),
@@ -157,7 +175,8 @@ def reference(model: str) -> dict[str, dict[str, np.ndarray]]:
 
         _, args, kwargs = load(model)
         return robust_linear.reference(*args, **kwargs)
-    return stored_reference(f"{MODELS[model]['module']}_nuts")
+    spec = MODELS[model]
+    return stored_reference(spec.get("reference", f"{spec['module']}_nuts"))
 
 
 def is_self_check_warning(record: warnings.WarningMessage) -> bool:
@@ -183,6 +202,10 @@ class Cell:
     mean_err_mcse: dict[str, float] = field(default_factory=dict)
     """Per site, over its coordinates beyond the mean tolerance, the largest |Δmean| in
     Monte Carlo standard errors √(MCSE_run² + MCSE_ref²) (0 where none is beyond it)."""
+    rms_mean_err: dict[str, float] = field(default_factory=dict)
+    """Per site, the root mean square over its coordinates of |Δmean| / sd_ref."""
+    rms_sd_err: dict[str, float] = field(default_factory=dict)
+    """Per site, the root mean square over its coordinates of |sd ratio − 1|."""
 
     @property
     def max_mean_err(self) -> float:
@@ -249,6 +272,8 @@ def compare(cell: Cell, samples: dict[str, Any], ref: dict[str, dict[str, np.nda
         # NaN (a diverged chain) must count as a miss, so it becomes +inf
         cell.mean_err[site] = float(np.nan_to_num(mean_err, nan=np.inf).max())
         cell.sd_err[site] = float(np.nan_to_num(sd_err, nan=np.inf).max())
+        cell.rms_mean_err[site] = float(np.sqrt(np.mean(np.nan_to_num(mean_err, nan=np.inf) ** 2)))
+        cell.rms_sd_err[site] = float(np.sqrt(np.mean(np.nan_to_num(sd_err, nan=np.inf) ** 2)))
         beyond = ~(mean_err <= MEAN_TOL)  # NaN included
         if beyond.any():
             ref_mcse = target.get("mcse_mean", np.zeros_like(target["mean"])).reshape(-1)

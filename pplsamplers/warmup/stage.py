@@ -1,0 +1,93 @@
+"""The shared warmup's results: :class:`ModeStage` (mode, scale, anchor: what AutoSampler's
+features read too) and :class:`Setup` (everything a kernel runs on), both immutable."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from pplsamplers.estimator import Estimator, Potential, Whitening, whiten
+from pplsamplers.model import ModelView, same_objects
+from pplsamplers.types import Array
+from pplsamplers.warmup.options import SetupOptions
+from pplsamplers.warmup.structured import StructuredFit
+
+
+class ModeStage(NamedTuple):
+    """Steps 1–3 of the set-up (module docstring): what AutoSampler's features read too."""
+
+    potential: Potential
+    """The model's full-batch potential in its flat unconstrained x."""
+    subsample_size: int | None
+    """The user's or the model's batch size; ``None``: automatic (step 4)."""
+    view: ModelView | None
+    """The model's view, or ``None`` for a given potential."""
+    rows: str
+    """How minibatches read the rows (contiguous blocks of shuffled rows, or random rows)."""
+    notes: Mapping[str, str]
+    mode: Array | None
+    """The mode (polished in the Laplace metric when a preconditioner is estimated)."""
+    whitening: Whitening
+    """The Laplace approximation x = c + L z (the identity with ``precondition=None``)."""
+    anchor: Array | None
+    """The control variate's anchor in x, or ``None`` (off)."""
+    mode_count: int | None
+    """The mode probe's count of separated optima; ``None`` where it did not run."""
+    laplace_misfit: float | None
+    """sd of the log importance weights of Laplace draws; ``None`` where no preconditioner
+    is estimated."""
+    arguments: tuple
+    """The ``(model_args, model_kwargs)`` it was computed for."""
+    structure: StructuredFit | None = None
+    """The structured approximation of a model with group effects, or ``None``."""
+
+
+class Setup(NamedTuple):
+    """The shared warmup's result for one data set (module docstring); immutable.
+
+    Kernels run on :attr:`kernel_estimator`; the adapter maps their coordinates z to the
+    model's x with :attr:`whitening` and to the sites with :attr:`potential`.
+    """
+
+    potential: Potential
+    """The model's full-batch potential in x, with its coordinates (self-check, output)."""
+    estimator: Estimator
+    """The kernel's estimator in x: batch size and control variate, not yet whitened."""
+    whitening: Whitening
+    """x = c + L z: the Gaussian approximation the kernel samples in (with
+    ``precondition=None``, L = I and c the mode, or 0 where none was searched)."""
+    whitened: bool
+    """Whether L is a posterior-scale estimate (``precondition`` not None), so that the
+    posterior has about unit scale in z."""
+    refine_metric: bool
+    """Whether each chain refines the whitening from its warmup draws."""
+    mode: Array | None
+    """The Gaussian approximation's centre in x (the polished mode or the variational mean);
+    ``None`` where no mode was searched."""
+    anchor: Array | None
+    mode_count: int | None
+    laplace_misfit: float | None
+    notes: Mapping[str, str]
+    view: ModelView | None
+    options: SetupOptions
+    arguments: tuple
+    structure: StructuredFit | None = None
+    """The structured approximation of a model with group effects, or ``None``."""
+
+    @property
+    def curvature(self) -> Array | None:
+        """U's curvature along each whitened coordinate at the centre, where the set-up knows
+        it without D Hessian-vector products (the structured fit), else ``None``."""
+        return None if self.structure is None else self.structure.curvature
+
+    @property
+    def kernel_estimator(self) -> Estimator:
+        """What the kernel runs on: :attr:`estimator` in the coordinates z."""
+        return whiten(self.estimator, self.whitening)
+
+    def matches(self, model_args: tuple, model_kwargs: dict) -> bool:
+        """Whether it was computed for these very arguments (the same array objects)."""
+        return same_objects(self.arguments, (tuple(model_args), dict(model_kwargs)))
+
+
+__all__ = ["ModeStage", "Setup"]

@@ -1,0 +1,77 @@
+"""Robustness on mixed models: 10³ and 5·10³ group effects of very unequal size, float32.
+
+``models/mixed_glm.py``: a varying-intercept logistic regression with 1000 groups at
+N = 2·10⁴ (D = 1005) and a varying-intercept Poisson regression with exposures and 5000 groups
+at N = 5·10⁴ (D = 5005), raw covariates, groups from 1 row to a few percent of N, non-centred
+group effects as NumPyro's examples write them.  Reference: NumPyro NUTS stored in
+``tests/data/mixed_logit_1k_nuts.json`` and ``mixed_poisson_5k_nuts.json``
+(``tests/data/make_references.py``).
+
+Each cell runs a sampler at its defaults, 2 vectorised chains × (300 + 500) draws, and reads
+
+* the global latents (α, β, τ): max |Δmean| / sd_ref ≤ 0.25 and max |sd ratio − 1| ≤ 0.30;
+* the group effects z: the root mean square over the groups of |Δmean| / sd_ref ≤ 0.15 and
+  of |sd ratio − 1| ≤ 0.30 (a maximum over thousands of coordinates would read the chains'
+  Monte Carlo error, not a bias);
+* a run outside either bound must have warned, and no draw is non-finite or frozen.
+
+The 5005-dimensional model runs the kernels AutoSampler may pick and one of each family
+(``LARGE_SAMPLERS``); the 1005-dimensional one runs every sampler.
+
+    .venv/bin/pytest -q tests/robustness/test_mixed_models.py -p no:cacheprovider
+"""
+
+import pytest
+
+from tests.robustness.common import MEAN_TOL, SD_TOL, cell, sampler_names
+
+pytestmark = [pytest.mark.robustness, pytest.mark.runtime_bound]
+
+GROUP_TOL = 0.15
+"""Root mean square of |Δmean| / sd_ref over the group effects."""
+GROUP_SITES = ("z",)
+LARGE_SAMPLERS = ("boomerang", "sgld", "sbps", "auto")
+
+
+def _cells() -> list[tuple[str, str]]:
+    small = [(name, "mixed_1k") for name in sampler_names()]
+    return small + [(name, "mixed_5k") for name in LARGE_SAMPLERS]
+
+
+def _verdict(sampler: str, model: str) -> tuple[bool, str]:
+    result = cell(sampler, model)
+    if result.error is not None:
+        return False, result.describe()
+    globals_ = [s for s in result.mean_err if s not in GROUP_SITES]
+    worst_mean = max(result.mean_err[s] for s in globals_)
+    worst_sd = max(result.sd_err[s] for s in globals_)
+    rms_mean = max(result.rms_mean_err[s] for s in GROUP_SITES)
+    rms_sd = max(result.rms_sd_err[s] for s in GROUP_SITES)
+    ok = worst_mean <= MEAN_TOL and worst_sd <= SD_TOL and rms_mean <= GROUP_TOL
+    ok = ok and rms_sd <= SD_TOL
+    line = (
+        f"{sampler} on {model}: globals max |Δmean|/sd {worst_mean:.3g}, max |sd ratio − 1| "
+        f"{worst_sd:.3g}; group effects RMS |Δmean|/sd {rms_mean:.3g}, RMS |sd ratio − 1| "
+        f"{rms_sd:.3g}; {result.seconds:.0f} s; self-check "
+        f"{'warned: ' + result.warnings[0] if result.warned else 'silent'}"
+    )
+    return ok, line
+
+
+@pytest.mark.parametrize("sampler, model", _cells())
+def test_mixed_model_defaults_within_tolerance(sampler: str, model: str) -> None:
+    ok, line = _verdict(sampler, model)
+    assert ok, "defaults are wrong: " + line
+
+
+@pytest.mark.parametrize("sampler, model", _cells())
+def test_mixed_model_miss_is_flagged(sampler: str, model: str) -> None:
+    ok, line = _verdict(sampler, model)
+    assert ok or cell(sampler, model).warned, "a wrong run went without a warning: " + line
+
+
+@pytest.mark.parametrize("sampler, model", _cells())
+def test_mixed_model_no_divergence_or_freeze(sampler: str, model: str) -> None:
+    result = cell(sampler, model)
+    assert result.error is None, result.describe()
+    assert result.nonfinite == 0 and not result.frozen, result.describe()
