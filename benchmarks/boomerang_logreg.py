@@ -24,7 +24,7 @@ epochs       per-datum likelihood terms evaluated / N in the end-to-end run (war
              included; for the PDMPs, the shared set-up's passes (mode, curvature,
              control-variate anchor) are not counted)
 ESS/ep       min ESS / epochs
-mean err     max_j |mean_j − ref_j| / sd_ref_j          (DESIGN §4)
+mean err     max_j |mean_j − ref_j| / sd_ref_j
 sd err       max_j |sd_j / sd_ref_j − 1|
 bounce       PDMP bounces per sample;  viol: bound violations per 1000 proposals
 The reference is the stored long NUTS run (tests/data/logreg_N<N>_nuts.json, 4 × 2000 draws,
@@ -117,7 +117,7 @@ def steady_state(mcmc, num_samples, data):
 
 
 def accuracy(draws, ref_mean, ref_sd):
-    """(mean err, sd err) of ``draws`` against the reference (DESIGN §4; see Columns)."""
+    """(mean err, sd err) of ``draws`` against the reference (see Columns)."""
     mean_err = float(np.max(np.abs(draws.mean(0) - ref_mean) / ref_sd))
     sd_err = float(np.max(np.abs(draws.std(0, ddof=1) / ref_sd - 1)))
     return mean_err, sd_err

@@ -12,7 +12,7 @@ compilation (and, for the +CV rows, the optax MAP search in ``init``).  SBPS and
 start at the MAP (the control-variate anchor, or the MAP passed as ``init_params``; SGLD as in
 the paper's scan); NUTS starts from NumPyro's default and adapts.  The comparison is of
 stationary efficiency.  "+CV" rows use ``control_variate=True`` (the minibatch gradient
-estimator anchored at the MAP, DESIGN §3.1).
+estimator anchored at the MAP).
 
 Columns: min bulk ESS over the 20 coordinates; ESS/s = min ESS / sampling seconds;
 ESS/epoch = min ESS / (per-datum likelihood evaluations / N) in the sampling phase;

@@ -1,4 +1,4 @@
-"""Shared machinery of the robustness suite (issue 14, item 6; DESIGN §6 and §8).
+"""Shared machinery of the robustness suite.
 
 Every registered minibatch sampler and ``AutoSampler`` runs with its DEFAULTS (no step size,
 no batch size, no control variate: choosing them is the library's job) on posteriors as users

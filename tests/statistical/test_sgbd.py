@@ -1,6 +1,6 @@
 """Statistical tests of SGBD (paper §4–5): fixed keys, ArviZ ESS/MCSE, tolerances justified inline.
 
-Relative bias of the mean is (mean − true mean) / true sd (DESIGN §4).  The skew-normal toy
+Relative bias of the mean is (mean − true mean) / true sd (``docs/design.md``).  The skew-normal toy
 targets have sd 1, so it is the plain bias there.
 """
 
@@ -264,7 +264,7 @@ def test_corrected_sgbd_has_less_bias_under_large_noise_fig9b(toy, shape):
 
 
 def test_sgbd_bias_grows_with_the_step_size(toy):
-    """Halving σ (1.0 → 0.5 target sd) shrinks the bias (shape 20, τ = 1; DESIGN §6).
+    """Halving σ (1.0 → 0.5 target sd) shrinks the bias (shape 20, τ = 1).
 
     Measured corrected relative bias −0.154 ± 0.004 vs −0.053 ± 0.007; sds 1.26 / 1.19 vs
     1.08 / 1.06 (vanilla / corrected).  2 MCSE counted against the claim.

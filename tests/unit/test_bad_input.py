@@ -1,4 +1,4 @@
-"""Bad input gets a clear error naming the site or argument (DESIGN §7)."""
+"""Bad input gets a clear error naming the site or argument."""
 
 from functools import partial
 

@@ -1,4 +1,4 @@
-"""Unit invariants of the potential layer (DESIGN §6), in float64."""
+"""Unit invariants of the potential layer, in float64."""
 
 import warnings
 

@@ -1,4 +1,4 @@
-"""The shared-warmup pieces (DESIGN §8), in float64: whitening, MAP, curvature, batch size."""
+"""The shared-warmup pieces, in float64: whitening, MAP, curvature, batch size."""
 
 import re
 

@@ -276,7 +276,7 @@ def test_pilot_shortlists_follow_the_suite_measurements():
 
 
 def test_candidates_carry_no_scale_dependent_settings():
-    """Every sampler runs on the adapter's whitened potential (DESIGN §8), so the selector
+    """Every sampler runs on the adapter's whitened potential, so the selector
     passes no step sizes, reference curvatures or anchors: only structural choices."""
     f = _features(
         dim=3,

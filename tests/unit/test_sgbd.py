@@ -167,7 +167,7 @@ def test_gradient_and_noise_match_the_potential():
 
     (grad, tau), expected_grad, per_example, tau_full, (grad_cv, tau_cv), exact = compute(x, idx)
     np.testing.assert_allclose(grad, -expected_grad, atol=1e-10)
-    # τ_j = N s_j / √n, the sd of the minibatch gradient estimator (DESIGN §5)
+    # τ_j = N s_j / √n, the sd of the minibatch gradient estimator
     expected = pot.N * per_example.std(axis=0, ddof=1) / np.sqrt(pot.n)
     np.testing.assert_allclose(tau, expected, rtol=1e-10)
     np.testing.assert_array_equal(tau_full, 0.0)  # full batch: no noise
