@@ -1,0 +1,122 @@
+"""The README stays short and the user-facing text stays inside the repository (no JAX work).
+
+``tests/unit/test_architecture.py`` (``test_nothing_refers_to_files_outside_the_repository``)
+already looks for the design notes' section marks, the paper texts and absolute paths in the
+package, ``docs/`` and the README.  It walks ``docs/`` with ``Path.rglob``, which does not
+enter the ``docs/tutorials`` link, and it does not look for the design notes' file name.  This
+file adds what it leaves out: the README's length and links, that file name everywhere, the
+tutorial notebooks (sources and stored outputs), and the changelog's ``Unreleased`` section.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+MAX_README_LINES = 150
+GENERATED = {"_build", "jupyter_execute", "generated", "_gallery_thumbs", "__pycache__"}
+
+DESIGN_NOTES = "DESIGN" + ".md"  # split, so that this file does not name them itself
+OUTSIDE = ("DESIGN §", DESIGN_NOTES, "../shared", "shared/papers")
+"""References to files outside the repository: the design notes the project was started
+from and the paper texts beside them."""
+MACHINE_PATH = re.compile(r"/(work|home|root|tmp|Users)/[A-Za-z0-9_.-]+/")
+"""An absolute path of one machine (a user's home, a checkout, a temporary directory)."""
+
+
+def _files(root: Path, suffixes: tuple[str, ...]) -> list[Path]:
+    """Files under ``root`` with these suffixes, links to folders followed, generated output
+    skipped, each file once."""
+    found = {}
+    for folder, dirs, names in os.walk(root, followlinks=True):
+        dirs[:] = [d for d in dirs if d not in GENERATED]
+        for name in names:
+            path = Path(folder) / name
+            if path.suffix in suffixes:
+                found.setdefault(path.resolve(), path)
+    return sorted(found.values())
+
+
+def _once(paths: list[Path]) -> list[Path]:
+    """Each file once, however many links lead to it."""
+    found: dict[Path, Path] = {}
+    for path in paths:
+        found.setdefault(path.resolve(), path)
+    return list(found.values())
+
+
+def _notebooks() -> list[Path]:
+    """The tutorials (``docs/tutorials`` links to ``tutorials/``) and any other notebook of
+    the docs."""
+    return _once(_files(ROOT / "tutorials", (".ipynb",)) + _files(ROOT / "docs", (".ipynb",)))
+
+
+def _output_text(output: dict) -> str:
+    """The text of one stored cell output (streams, text data, tracebacks; not images)."""
+    parts = [output.get("text", ""), output.get("evalue", ""), output.get("traceback", [])]
+    data = output.get("data", {})
+    parts += [v for k, v in data.items() if k.startswith("text/") or k.endswith("json")]
+    return "\n".join(
+        "".join(p) if isinstance(p, list) else p if isinstance(p, str) else json.dumps(p)
+        for p in parts
+    )
+
+
+def test_readme_is_short():
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= MAX_README_LINES, (
+        f"README.md has {len(lines)} lines (at most {MAX_README_LINES}): move details to docs/"
+    )
+
+
+def test_readme_links_point_to_files_of_the_repository():
+    text = README.read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)\s]+)\)", text)
+    assert targets, "README.md links to no page"
+    local = [t.split("#")[0] for t in targets if not re.match(r"[a-z]+:", t)]
+    missing = [t for t in local if t and not (ROOT / t).exists()]
+    assert not missing, f"README.md links to missing files: {missing}"
+
+
+def test_no_text_refers_to_the_outside_design_notes_or_papers():
+    files = _once(
+        [README]
+        + _files(ROOT / "docs", (".md", ".ipynb", ".py"))
+        + _files(ROOT / "tutorials", (".ipynb",))
+        + _files(ROOT / "pplsamplers", (".py",))
+    )
+    offenders = [
+        f"{path.relative_to(ROOT)}:{number}: {needle}"
+        for path in files
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        for needle in OUTSIDE
+        if needle in line
+    ]
+    assert not offenders, "references to files outside the repository: " + ", ".join(offenders[:20])
+
+
+def test_stored_notebook_outputs_hold_no_machine_path():
+    notebooks = _notebooks()
+    assert notebooks, "no tutorial notebooks found"
+    offenders = []
+    for path in notebooks:
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        for index, cell in enumerate(cells):
+            for output in cell.get("outputs", []):
+                if match := MACHINE_PATH.search(_output_text(output)):
+                    offenders.append(f"{path.relative_to(ROOT)} cell {index}: {match.group(0)}")
+    assert not offenders, (
+        "stored outputs with an absolute path (clear them, or run the notebook so that the "
+        "path is not printed): " + ", ".join(offenders[:20])
+    )
+
+
+def test_changelog_has_an_unreleased_section():
+    changelog = ROOT / "CHANGELOG.md"
+    assert changelog.is_file(), "CHANGELOG.md is missing"
+    headings = [line.strip() for line in changelog.read_text(encoding="utf-8").splitlines()]
+    assert "## [Unreleased]" in headings, "CHANGELOG.md has no '## [Unreleased]' section"
