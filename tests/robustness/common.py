@@ -88,15 +88,6 @@ MODELS: dict[str, dict[str, Any]] = {
         float32=True,
         reference="mixed_logit_1k_nuts",
     ),
-    "mixed_5k": dict(
-        module="mixed_glm",
-        data=dict(N=50_000, num_groups=5_000, family="poisson", seed=12),
-        size_arg="N",
-        warmup=300,
-        draws=500,
-        float32=True,
-        reference="mixed_poisson_5k_nuts",
-    ),
     "student_t": dict(
         module="robust_student_t", data=dict(N=10_000, seed=3), size_arg="N", warmup=300, draws=500
     ),
@@ -206,6 +197,8 @@ class Cell:
     """Per site, the root mean square over its coordinates of |Δmean| / sd_ref."""
     rms_sd_err: dict[str, float] = field(default_factory=dict)
     """Per site, the root mean square over its coordinates of |sd ratio − 1|."""
+    chosen: str | None = None
+    """The sampler AutoSampler chose (``sampler == "auto"`` only)."""
 
     @property
     def max_mean_err(self) -> float:
@@ -313,8 +306,9 @@ def run_cell(
     with warnings.catch_warnings(record=True) as records, jax.enable_x64(not spec.get("float32")):
         warnings.simplefilter("always")
         try:
+            kernel = make_kernel(sampler, model_fn, **(options or {}))
             mcmc = MCMC(
-                make_kernel(sampler, model_fn, **(options or {})),
+                kernel,
                 num_warmup=spec["warmup"] if warmup is None else warmup,
                 num_samples=spec["draws"] if draws is None else draws,
                 num_chains=NUM_CHAINS,
@@ -326,6 +320,8 @@ def run_cell(
             # the documented end of every run: the self-check (to_arviz and the CLI run it
             # too); it warns with one line when the run looks wrong
             check_run(mcmc)
+            decision = getattr(kernel, "decision", None)
+            cell.chosen = None if decision is None else decision.kernel
         except Exception as exc:  # noqa: BLE001 - reported by every test of the cell
             frame = traceback.extract_tb(exc.__traceback__)[-1]
             cell.error = f"{type(exc).__name__}: {exc} (at {frame.filename}:{frame.lineno})"

@@ -145,3 +145,11 @@ def test_mcmc_run_inside_jit_is_refused_with_the_fix(kernel):
 
     with pytest.raises(ValueError, match="needs the data as concrete arrays.*outside jax.jit"):
         run(Y)
+
+
+def test_extra_fields_the_state_lacks_are_named_with_the_fields_it_has():
+    mcmc = MCMC(SGLD(normal_mean), num_warmup=5, num_samples=5, progress_bar=False)
+    with pytest.raises(
+        ValueError, match=r"extra_fields \['accept_prob'\] are not fields of this sampler's state"
+    ):
+        mcmc.run(jax.random.key(0), Y, extra_fields=("accept_prob",))

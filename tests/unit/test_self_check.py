@@ -308,3 +308,35 @@ def test_scale_error_is_unbiased_when_draws_are_few_per_coordinate():
     result = self_check(draws, _gaussian_of_dim(dim))
     assert abs(result.stein.coherent_scale_err) < 0.02 + 3 * result.stein.coherent_scale_mcse
     assert np.max(np.abs(result.stein.sd_ratio - 1)) < 0.15
+
+
+@pytest.mark.parametrize("step_size, wrong", [(1.6, True), (None, False)])
+def test_a_run_checks_itself_inside_mcmc_run(step_size, wrong):
+    """NumPyro's own workflow (``MCMC.run`` then ``get_samples``, no ``check_run``) warns as
+    the run ends when it is wrong: SGLD at a fixed step of 1.6 whitened units inflates the
+    variance of a Gaussian posterior by 1 / (1 − h/4) = 1.67; at its automatic step it is
+    right and stays quiet."""
+    from numpyro.infer import MCMC
+
+    from models import linear_gaussian
+    from pplsamplers import SGLD
+
+    args, kwargs = linear_gaussian.load_data(N=500, D=2)
+    options = {} if step_size is None else {"step_size": step_size, "steps_per_sample": 1}
+    kernel = SGLD(linear_gaussian.model, **options)
+    mcmc = MCMC(
+        kernel,
+        num_warmup=200,
+        num_samples=1000,
+        num_chains=2,
+        chain_method="vectorized",
+        progress_bar=False,
+    )
+    with warnings.catch_warnings(record=True) as records:
+        warnings.simplefilter("always")
+        mcmc.run(jax.random.key(3), *args, **kwargs)
+    warned = [str(r.message) for r in records if issubclass(r.category, SelfCheckWarning)]
+    assert kernel.self_check_result.passed is not wrong, kernel.self_check_result.warning
+    assert bool(warned) is wrong, warned
+    if wrong:
+        assert "self-check FAILED" in warned[0] and "\n" not in warned[0]
