@@ -66,6 +66,7 @@ def test_a_run_lowers_a_bounded_number_of_programs(sampler):
         run()
     finally:
         lowered = _counting.pop()
+    print(f"{sampler.__name__}: {lowered} programs lowered")
     assert lowered <= MAX_PROGRAMS, (
         f"one run lowered {lowered} XLA programs (bound {MAX_PROGRAMS}): part of the set-up "
         "runs eagerly, one program per operation; jit it"
