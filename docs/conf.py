@@ -20,6 +20,7 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
+    "sphinx-mathjax-offline",  # MathJax from the package, not a CDN: math renders offline
     "sphinx.ext.viewcode",
     "numpydoc",
 ]

@@ -23,6 +23,7 @@ from pplsamplers.checkpoint import (
     save_checkpoint,
 )
 from pplsamplers.diagnostics import (
+    SelfCheckWarning,
     accuracy,
     ess_per_epoch,
     full_data_scores,
@@ -67,6 +68,7 @@ __all__ = [
     "Potential",
     "SAMPLERS",
     "SamplerSpec",
+    "SelfCheckWarning",
     "Setup",
     "SetupOptions",
     "SigmaBPS",

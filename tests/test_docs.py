@@ -1,4 +1,5 @@
-"""Issue 17 part 1: the docs site builds with warnings as errors (what ``make docs`` runs).
+"""The docs site builds with warnings as errors (what ``make docs`` runs), with its math
+rendered by a MathJax copied into the site (no CDN).
 
 The docs are copied to a temporary directory (the ``tutorials`` link resolved) and built there,
 so the test leaves no generated files in the repository.  The tutorials are rendered, not
@@ -47,5 +48,9 @@ def test_docs_build_without_warnings(tmp_path):
         n for n in pplsamplers.__all__ if not (out / f"api/generated/pplsamplers.{n}.html").exists()
     ]
     assert not missing, f"add these names to docs/api/index.md: {missing}"
+    # math renders offline: MathJax is in the site, and no page loads it from elsewhere
+    assert (out / "_static" / "mathjax" / "tex-chtml.js").is_file()
+    page = (out / "samplers" / "sbps.html").read_text()
+    assert "_static/mathjax/tex-chtml.js" in page and "cdn.jsdelivr" not in page
     # a stored tutorial figure is shown
     assert "<img" in (out / "tutorials" / "sbps_logistic_regression.html").read_text()
