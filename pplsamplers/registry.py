@@ -54,7 +54,7 @@ def full_data_nuts(model: Callable, **options: Any) -> MCMCKernel:
 class SamplerSpec(NamedTuple):
     """One registered sampler.
 
-    Attributes
+    Parameters
     ----------
     name
         The registry name (CLI ``--sampler``, AutoSampler candidates).
@@ -116,6 +116,20 @@ def make_kernel(name: str, model: Callable, **options: Any) -> MCMCKernel:
     then ``options``; ``None`` options are dropped, so the sampler's default applies).  A
     ``setup=`` computed before for the same data (:func:`pplsamplers.warmup.setup`) is used
     instead of computing it again.
+
+    Parameters
+    ----------
+    name
+        A key of :data:`SAMPLERS`, in any case (else ``ValueError``).
+    model
+        The NumPyro model.
+    **options
+        Options of the sampler's class (or of :func:`full_data_nuts` for ``"nuts"``).
+
+    Returns
+    -------
+    MCMCKernel
+        The sampler, ready for ``numpyro.infer.MCMC``.
     """
     spec = SAMPLERS.get(name.lower())
     if spec is None:
@@ -140,6 +154,11 @@ def _variant_class(name: str, label: str, summary: str) -> Callable[..., MCMCKer
         f"{summary}: :class:`~pplsamplers.{family}` with "
         + ", ".join(f"``{k}={v!r}``" for k, v in spec.options.items())
         + f".  Takes every option of :class:`~pplsamplers.{family}`."
+        + "\n\nParameters\n----------\nmodel\n    The NumPyro model (``None`` with ``potential=``)."
+        + f"\n**options\n    Options of :class:`~pplsamplers.{family}`, passed as given: one named "
+        + "here overrides the variant's own, and ``None`` is kept (``precondition=None``: no "
+        + "whitening)."
+        + f"\n\nReturns\n-------\n{family}\n    The sampler, ready for ``numpyro.infer.MCMC``."
     )
     return build
 

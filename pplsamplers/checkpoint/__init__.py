@@ -76,8 +76,7 @@ def checkpoint_info(directory: str | os.PathLike) -> dict | None:
 
     Its ``num_draws`` counts the kept draws per chain and ``metadata`` is what
     :func:`save_checkpoint` was given.  Raises :class:`CheckpointError` if a file fails its
-    checksum.
-    """
+    checksum."""
     directory = Path(directory)
     return read_manifest(directory) if directory.is_dir() else None
 
@@ -249,7 +248,19 @@ def attach_draws(mcmc: Any, draws: dict) -> Any:
     After it, ``mcmc.get_samples()``, ``get_extra_fields()``, ``print_summary()``,
     ``az.from_numpyro(mcmc)`` and :func:`~pplsamplers.to_arviz` see every saved draw.  Call it
     after the last run: it sets ``mcmc.num_samples`` to the number of draws times the thinning,
-    which is also the length of any later ``run``.  Returns ``mcmc``.
+    which is also the length of any later ``run``.
+
+    Parameters
+    ----------
+    mcmc
+        The ``MCMC`` the draws were loaded into (its ``thinning`` sets ``num_samples``).
+    draws
+        The draws :func:`load_checkpoint` returned (an empty dict raises :class:`CheckpointError`).
+
+    Returns
+    -------
+    MCMC
+        ``mcmc``, reporting ``draws``.
     """
     if not draws:
         raise CheckpointError("attach_draws: the checkpoint holds no draws yet.")

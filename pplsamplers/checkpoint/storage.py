@@ -23,7 +23,15 @@ TEMP_PREFIX = ".tmp-"
 
 
 class CheckpointError(RuntimeError):
-    """A checkpoint directory that cannot be used: corrupt, incomplete or of another run."""
+    """A checkpoint directory that cannot be used: corrupt, incomplete or of another run.
+
+    Also raised when an MCMC state holds something that cannot be written to a checkpoint.
+
+    Parameters
+    ----------
+    *args
+        The message (one string): what is wrong and, where there is one, what to do about it.
+    """
 
 
 # ------------------------------------------------------------------ pytrees <-> files

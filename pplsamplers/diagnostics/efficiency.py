@@ -20,7 +20,22 @@ def min_ess(idata: Any, method: str = "bulk", var_names: list[str] | None = None
     """Smallest ArviZ ESS over every coordinate of the posterior (``method`` = bulk/tail).
 
     ``idata``: anything ``az.ess`` reads, an ArviZ DataTree or a dict of ``(chain, draw, ...)``
-    arrays such as ``mcmc.get_samples(group_by_chain=True)``."""
+    arrays such as ``mcmc.get_samples(group_by_chain=True)``.
+
+    Parameters
+    ----------
+    idata
+        The draws, as above.
+    method
+        ``az.ess``'s method, such as ``"bulk"`` or ``"tail"``.
+    var_names
+        The variables to include (``None``: all).
+
+    Returns
+    -------
+    float
+        The smallest ESS over every coordinate of the included variables.
+    """
     ess = az.ess(idata, method=method, var_names=var_names)
     return float(min(np.min(np.asarray(ess[name])) for name in ess.data_vars))
 
@@ -45,7 +60,23 @@ def epochs(idata: Any, num_data: int, thinning: int = 1) -> float:
 
 
 def ess_per_epoch(idata: Any, num_data: int, thinning: int = 1) -> float:
-    """min bulk ESS per epoch of data touched."""
+    """min bulk ESS per epoch of data touched.
+
+    Parameters
+    ----------
+    idata
+        An ArviZ DataTree of the run, whose ``sample_stats`` hold ``data_evals`` (pplsamplers
+        kernels) or ``n_steps`` (NUTS run with ``extra_fields=("num_steps",)``).
+    num_data
+        N, the number of data: one epoch is N datum evaluations.
+    thinning
+        The run's thinning: each kept draw stands for ``thinning`` iterations' evaluations.
+
+    Returns
+    -------
+    float
+        :func:`min_ess` (bulk) divided by the epochs spent on the kept draws (all chains).
+    """
     return min_ess(idata) / max(epochs(idata, num_data, thinning), 1e-300)
 
 
@@ -66,6 +97,19 @@ def accuracy(
 
     ``draws`` are ``{site: array (..., *site_shape)}`` with every leading axis a sample axis
     matching the reference's site shape, or one flat ``(samples, D)`` array.
+
+    Parameters
+    ----------
+    draws
+        The draws, as above.
+    reference
+        ``{site: {"mean": array, "sd": array}}`` per site of ``draws``, or a ``(mean, sd)``
+        pair of ``(D,)`` arrays for flat draws.
+
+    Returns
+    -------
+    Accuracy
+        The largest standardised mean error and relative sd error over all coordinates.
 
     Examples
     --------

@@ -138,6 +138,22 @@ def stein_u_statistic(
     ``lengthscale`` (the median heuristic adapts the kernel to each sample's own spread,
     which hides over- or under-dispersion).  Costs O(m²D) time, O(chunk·m) memory.
 
+    Parameters
+    ----------
+    samples, scores
+        Draws, shape ``(m, D)`` with m ≥ 3, and the exact (full-data) score ∇log p at each.
+    lengthscale
+        ℓ of the IMQ kernel, the same for every sample compared.
+    c, beta
+        IMQ parameters, k = (c² + ‖r‖²/ℓ²)^β with β ∈ (−1, 0).
+    chunk_size
+        Rows per block (O(chunk·m) memory).
+
+    Returns
+    -------
+    SteinStatistic
+        The unbiased KSD² and its standard error.
+
     Examples
     --------
     >>> import jax
@@ -184,7 +200,20 @@ def stein_u_statistic(
 
 
 def full_data_scores(estimator: Estimator, positions: Array) -> Array:
-    """Exact scores ∇log p = −∇U at each row of ``positions`` (one full data pass each)."""
+    """Exact scores ∇log p = −∇U at each row of ``positions`` (one full data pass each).
+
+    Parameters
+    ----------
+    estimator
+        The estimator whose full-data gradient is −∇log p.
+    positions
+        Points, shape ``(m, D)``, in the estimator's coordinates.
+
+    Returns
+    -------
+    Array
+        The scores, shape ``(m, D)``.
+    """
     return -lax.map(lambda x: estimator.full_value_and_grad(x)[1], positions)
 
 

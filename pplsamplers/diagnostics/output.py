@@ -33,6 +33,21 @@ def check_run(mcmc: Any, *, warn_user: bool = True, thin_to: int | None = None) 
     hard edge at the data, per-datum latents), the check is of convergence and chain health
     only, on the constrained draws, and says that the Stein check was skipped.
 
+    Parameters
+    ----------
+    mcmc
+        A ``numpyro.infer.MCMC`` that has run.
+    warn_user
+        Warn when the check fails.
+    thin_to
+        Draws for the Stein check (one full-data pass each), spread over the chains; ``None``:
+        :func:`~pplsamplers.diagnostics.checks.default_thin_to` of N.
+
+    Returns
+    -------
+    SelfCheck or None
+        The check's result, or ``None`` for a kernel it does not apply to.
+
     Examples
     --------
     >>> result = check_run(mcmc)          # doctest: +SKIP
@@ -81,6 +96,20 @@ def to_arviz(mcmc: Any, *, check: bool = True, **kwargs: Any) -> Any:
 
     ``kwargs`` go to :func:`arviz.from_numpyro` (e.g. ``log_likelihood=True`` for the
     pointwise full-data log-likelihood, which is N values per draw).
+
+    Parameters
+    ----------
+    mcmc
+        A ``numpyro.infer.MCMC`` that has run.
+    check
+        Run :func:`check_run` (which warns when the check fails) and add its values.
+    **kwargs
+        Passed on to :func:`arviz.from_numpyro`.
+
+    Returns
+    -------
+    DataTree
+        ArviZ's conversion, with the pplsamplers attributes in its ``attrs``.
 
     Examples
     --------

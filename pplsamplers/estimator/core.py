@@ -115,7 +115,7 @@ class Estimator(NamedTuple):
     The fields are plain values, so an estimator is hashable and JAX caches every program
     compiled for it (:func:`full_value_and_grad` is ``jit``-ted with the estimator static).
 
-    Attributes
+    Parameters
     ----------
     model_terms
         ``(x, idx) -> (g(x), ℓ_idx(x))`` in the model's coordinates x.

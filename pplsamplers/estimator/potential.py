@@ -21,7 +21,7 @@ def _as_sites(x: Array) -> dict:
 class Potential(NamedTuple):
     """A model's estimator (full batch, in the model's flat unconstrained x) and its coordinates.
 
-    Attributes
+    Parameters
     ----------
     estimator
         The :class:`~pplsamplers.estimator.Estimator` of U(x).
@@ -65,6 +65,28 @@ def build_potential(
 ) -> Potential:
     """A :class:`Potential` from a terms function ``(x, idx) -> (g(x), ℓ_idx(x))``, with the
     identity coordinates (the sites are ``{"x": x}``) and ``init_position`` (default 0).
+
+    Parameters
+    ----------
+    terms
+        ``(x, idx) -> (global_term, per_datum)``: minus the log prior g(x), and minus the log
+        likelihood of each datum in ``idx`` (``per_datum.shape == idx.shape``).
+    dim, N
+        Dimension of x and number of data.
+    n
+        Minibatch size of the estimator (default N: full batch).
+    init_position
+        The starting point, shape ``(dim,)`` (default zeros).
+    chunk_size
+        Data per chunk of the full-data passes.
+    draw_init
+        ``key -> x``, random starting points, or ``None``.
+
+    Returns
+    -------
+    Potential
+        The validated :class:`~pplsamplers.estimator.Estimator` (:func:`build_estimator`) in
+        the identity coordinates, with its starting point; ``unconstrain`` is ``None``.
 
     Examples
     --------

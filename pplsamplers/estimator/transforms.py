@@ -24,6 +24,18 @@ from pplsamplers.types import Array
 def with_batch_size(estimator: Estimator, subsample_size: int) -> Estimator:
     """The same estimator with minibatches of ``subsample_size`` (``N``: full batch).
 
+    Parameters
+    ----------
+    estimator
+        The estimator to change; everything but its batch size is kept.
+    subsample_size
+        Minibatch size n, with ``0 < n <= N`` (else ``ValueError``).
+
+    Returns
+    -------
+    Estimator
+        ``estimator`` with ``n = subsample_size``.
+
     Examples
     --------
     >>> from pplsamplers.datasets import tiny_estimator
@@ -83,6 +95,22 @@ def with_control_variate(estimator: Estimator, anchor: Array, hessian: Any = Non
     whose noise is of third order in δ = x − x* (Quiroz et al. 2019's difference estimator):
     where each datum's likelihood is close to quadratic over the posterior, a minibatch that
     misses most groups of a hierarchical model still estimates their gradients well.
+
+    Parameters
+    ----------
+    estimator
+        An estimator without a control variate (else ``ValueError``).
+    anchor
+        x*, shape ``(D,)``, in the estimator's coordinates (mapped to the model's x where the
+        estimator is whitened).
+    hessian
+        ∇²L(x*) as above, or ``None`` for the first-order control variate.
+
+    Returns
+    -------
+    Estimator
+        ``estimator`` with its :class:`~pplsamplers.estimator.ControlVariate`: the anchor in
+        model coordinates and the full-data L(x*) and ∇L(x*).
 
     Examples
     --------

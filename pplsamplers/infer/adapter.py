@@ -11,8 +11,7 @@
   full-data ``model`` that ArviZ reads ``observed_data`` and ``log_likelihood`` from;
 * a step whose result is not finite is rejected (:mod:`pplsamplers.infer.step`): the chain
   stays where it was, and ``diverging`` flags the draw, which ``print_summary`` counts;
-* the sampler's own warmup moves its params during warmup only, which freezes them.
-"""
+* the sampler's own warmup moves its params during warmup only, which freezes them."""
 
 from __future__ import annotations
 
@@ -63,16 +62,21 @@ SEED = warmup.SEED
 
 
 class Prepared(NamedTuple):
-    """The set-up for one data set and what the kernel derives from it."""
+    """The set-up for one data set and what the kernel derives from it.
+
+    Parameters
+    ----------
+    setup : the shared warmup's :class:`~pplsamplers.warmup.Setup` for the data set.
+    estimator : what the kernel runs on (whitened, batch size, control variate).
+    context : what the set-up tells the kernel's ``default_params`` and ``start`` (in z).
+    params : the kernel's starting tunables.
+    postprocess : unconstrained sites -> constrained and deterministic sites."""
 
     setup: Setup
     estimator: Estimator
-    """What the kernel runs on (whitened, batch size, control variate)."""
     context: WarmupContext
     params: Any
-    """The kernel's starting tunables."""
     postprocess: Callable[[dict], dict]
-    """Unconstrained sites -> constrained and deterministic sites."""
 
 
 class SubsampledKernel(MCMCKernel):
@@ -249,8 +253,7 @@ class SubsampledKernel(MCMCKernel):
 
         ``traced``: inside a trace (NumPyro's ``pmap`` of parallel chains) the set-up runs
         under ``jax.ensure_compile_time_eval`` to stay concrete; outside one that context is
-        off, since under it the set-up's compiled programs would run op by op.
-        """
+        off, since under it the set-up's compiled programs would run op by op."""
         model_args, model_kwargs = tuple(model_args), dict(model_kwargs)
         if self.prepared is not None and self.prepared.setup.matches(model_args, model_kwargs):
             return self.prepared

@@ -292,6 +292,16 @@ def all_data_model(model: Callable) -> Callable:
 
     NumPyro's NUTS cannot subsample; wrap the model with this to run it on the same model.
 
+    Parameters
+    ----------
+    model
+        A NumPyro model.
+
+    Returns
+    -------
+    callable
+        The model, taking the same arguments, with no plate subsampled.
+
     Examples
     --------
     >>> from numpyro.infer import NUTS

@@ -29,7 +29,7 @@ def format_params(params: dict) -> str:
 class Decision(NamedTuple):
     """A sampler choice with its evidence.
 
-    Attributes
+    Parameters
     ----------
     kernel
         Registry name of the chosen sampler (see :data:`pplsamplers.registry.SAMPLERS`).

@@ -5,8 +5,7 @@ MAP fit and a handful of full-data evaluations and minibatch gradients at the MA
 total cost is a few dozen epochs at most, independent of the chain length.  Given the shared
 warmup's mode stage (:func:`~pplsamplers.warmup.mode_stage`, which AutoSampler runs
 above ``SMALL_N`` data), the probes read its mode, dense curvature, mode probe and Laplace
-check instead of computing their own, and the chosen kernel finds that stage in the cache.
-"""
+check instead of computing their own, and the chosen kernel finds that stage in the cache."""
 
 from __future__ import annotations
 
@@ -40,7 +39,7 @@ PROBE_STEPS = (-3.0, -2.0, -1.0, 1.0, 2.0, 3.0)
 class ModelFeatures(NamedTuple):
     """What the selector knows about a model; each field says why it matters.
 
-    Attributes
+    Parameters
     ----------
     num_data : N.  Below a few thousand data a full-batch NUTS gradient is cheap and exact, so
         subsampling buys little and costs bias.
@@ -67,11 +66,11 @@ class ModelFeatures(NamedTuple):
     tail_growth : smallest (ΔU(3) + ΔU(−3)) / 9: 1 for Gaussian tails, < 1 for heavier ones.
     gradient_kurtosis : largest kurtosis of the per-example gradients at the MAP: heavy-tailed
         covariates give wild gradients that destabilise SGLD (SGBD's bounded moves tolerate them).
+    max_curvature : largest eigenvalue of the Hessian at the MAP: 1/λ_max is the squared width
+        of the narrowest direction, which bounds every explicit step size (SGLD, HAMCMC's start).
     mode_count : separated optima found (:func:`~pplsamplers.warmup.modes.count_modes`).  Every
         other probe is local to one mode; above 1, a Laplace reference (Boomerang) and control
         variates anchored at the MAP describe only part of the posterior.
-    max_curvature : largest eigenvalue of the Hessian at the MAP: 1/λ_max is the squared width
-        of the narrowest direction, which bounds every explicit step size (SGLD, HAMCMC's start).
     map_position : the MAP (flat, unconstrained) used by the probes; reused as Boomerang/CV anchor.
     curvature_diagonal : diagonal Hessian at the MAP: 1/√H_jj is a coordinate's conditional
         posterior sd, the natural per-coordinate step scale (SGBD's σ_j).
@@ -87,8 +86,7 @@ class ModelFeatures(NamedTuple):
         kernel can subsample; the probes are skipped (NaN).
     full_data_reason : why only NUTS can run the model (e.g. no latent dimension); or empty.
     group_structure : the group effects the shared warmup found and modelled (its arrowhead
-        Gaussian at the nested Laplace centre, converged), or empty.
-    """
+        Gaussian at the nested Laplace centre, converged), or empty."""
 
     num_data: int
     subsample_size: int
@@ -159,8 +157,7 @@ def probe_features(
     With the shared warmup's mode ``stage`` (:func:`~pplsamplers.warmup.mode_stage`), its
     mode and mode-probe count are used instead of a MAP fit and a second mode probe, and its
     dense curvature (where D ≤ 1000) instead of Hessian-vector products: the curvature
-    features are then exact eigenvalues rather than power iterations.
-    """
+    features are then exact eigenvalues rather than power iterations."""
     map_key, probe_key, mode_key = jax.random.split(rng_key, 3)
     if stage is not None and stage.mode is not None:
         x_map = stage.mode
@@ -316,10 +313,22 @@ def model_features(
     """Compute :class:`ModelFeatures` for a NumPyro model and its data.
 
     ``model`` is the model itself or its :class:`~pplsamplers.model.ModelView` from
-    :func:`~pplsamplers.model.inspect` (which carries the arguments and data plate, so the
-    model is not traced again).  ``probe=False`` skips the MAP-based probes (NaN fields); models
-    with discrete latent sites get only their structural features.  ``stage``, the shared
-    warmup's :class:`~pplsamplers.warmup.ModeStage`, lends its potential, mode and mode count.
+    :func:`~pplsamplers.model.inspect` (which carries the arguments and data plate, so the model is
+    not traced again).  Models with discrete latent sites get only their structural features.
+
+    Parameters
+    ----------
+    model, model_args, model_kwargs : the model or its view, and the model's arguments (the data).
+    subsample_size : minibatch size n (default: the model's own, else N).
+    data_plate : name of the data plate where it cannot be found automatically.
+    rng_key : key of the MAP fit and the probes (default ``PRNGKey(0)``).
+    probe : ``False`` skips the MAP-based probes (NaN fields).
+    stage : the shared warmup's :class:`~pplsamplers.warmup.ModeStage`, which lends its
+        potential, mode and mode count.
+
+    Returns
+    -------
+    ModelFeatures
 
     Examples
     --------

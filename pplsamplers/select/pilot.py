@@ -38,6 +38,22 @@ class PilotOptions:
 
     ``AutoSampler(strategy="pilot", pilot_options=dict(budget_epochs=5.0))`` builds one.
 
+    Parameters
+    ----------
+    top
+        How many of the best-ranked candidates run (a positive integer).
+    budget_epochs
+        Data budget of each candidate's sampling phase, in epochs (N datum evaluations).
+    num_chains
+        Chains per candidate (its minimum bulk ESS is its score).
+    ksd_points
+        Thinned draws in each candidate's kernel Stein discrepancy (at least 10).
+    guard_factor
+        A candidate whose KSD exceeds this times the best one's (beyond noise) is rejected
+        (at least 1).
+    seed
+        Seed of the candidates' keys (an integer).
+
     Examples
     --------
     >>> PilotOptions(budget_epochs=5.0).top

@@ -37,7 +37,7 @@ class SetupOptions:
     """What the shared warmup (:func:`~pplsamplers.warmup.setup`) is asked to do, validated
     once, at a sampler's construction.
 
-    Attributes
+    Parameters
     ----------
     model
         A NumPyro model (or ``None`` when ``potential`` is given).

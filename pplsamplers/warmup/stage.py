@@ -47,6 +47,40 @@ class Setup(NamedTuple):
 
     Kernels run on :attr:`kernel_estimator`; the adapter maps their coordinates z to the
     model's x with :attr:`whitening` and to the sites with :attr:`potential`.
+
+    Parameters
+    ----------
+    potential
+        The model's full-batch potential in x, with its coordinates (self-check, output).
+    estimator
+        The kernel's estimator in x: batch size and control variate, not yet whitened.
+    whitening
+        x = c + L z, the Gaussian approximation the kernel samples in.
+    whitened
+        Whether L is a posterior-scale estimate (``precondition`` not None).
+    refine_metric
+        Whether each chain refines the whitening from its warmup draws.
+    mode
+        The Gaussian approximation's centre in x, or ``None`` where no mode was searched.
+    anchor
+        The control variate's anchor in x, or ``None`` (off, as for a full batch).
+    mode_count
+        The mode probe's count of separated optima; ``None`` where it did not run.
+    laplace_misfit
+        sd of the log importance weights of Laplace draws; ``None`` where no preconditioner
+        is estimated.
+    notes
+        What each stage chose and why, keyed by stage (``"mode"``, ``"precondition"``,
+        ``"subsample_size"``, ``"control_variate"``, ...); :func:`~pplsamplers.to_arviz`
+        stores them.
+    view
+        The model's view, or ``None`` for a given potential.
+    options
+        The :class:`~pplsamplers.warmup.SetupOptions` it was computed with.
+    arguments
+        The ``(model_args, model_kwargs)`` it was computed for (:meth:`matches`).
+    structure
+        The structured approximation of a model with group effects, or ``None``.
     """
 
     potential: Potential

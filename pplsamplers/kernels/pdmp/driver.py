@@ -147,6 +147,27 @@ def run_skeleton(
 ) -> tuple[Skeleton, Any]:
     """Record ``num_iterations`` next-event iterations as a :class:`Skeleton` (``lax.scan``).
 
+    Parameters
+    ----------
+    rng_key
+        Key, split into one per iteration.
+    position, velocity, kernel_state
+        The start (row 0 of the skeleton) and the kernel's state there.
+    next_event
+        The kernel's next-event function (module docstring).
+    flow
+        The :class:`~pplsamplers.kernels.pdmp.flow.Flow` that carries the particle between
+        events.
+    num_iterations
+        Next-event iterations to record.
+    horizon
+        The ``horizon`` passed to ``next_event``: the longest time one iteration may cover.
+
+    Returns
+    -------
+    tuple
+        The :class:`Skeleton` (``num_iterations + 1`` rows) and the kernel's state at its end.
+
     Examples
     --------
     >>> import jax, jax.numpy as jnp
@@ -185,6 +206,22 @@ def integrate(
 
     Each segment is integrated with ``num_nodes``-point Gauss–Legendre quadrature, exact for
     polynomial f of degree < 2·num_nodes along the linear flow.
+
+    Parameters
+    ----------
+    skeleton
+        A :class:`Skeleton` that starts at time 0 and ends at a time T > 0.
+    f
+        ``x -> f(x)``, an array of any shape, evaluated at single positions.
+    flow
+        The flow that produced the skeleton, which moves the particle along each segment.
+    num_nodes
+        Gauss–Legendre nodes per segment.
+
+    Returns
+    -------
+    Array
+        (1/T) ∫₀ᵀ f(x(t)) dt, of ``f``'s shape.
 
     Examples
     --------
