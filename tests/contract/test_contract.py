@@ -21,6 +21,14 @@ pytestmark = pytest.mark.runtime_bound
 
 NUM_WARMUP, NUM_SAMPLES, NUM_CHAINS, D = 30, 40, 2, 3
 
+# SBPS plans its event times from a regression on the G̃ it observed along the path, so a
+# last-bit difference between two programs (vmapped or not, plain plate or indexed data) grows
+# about twofold per draw here: 2e-15 at the first draw, 3e-7 at the 19th, O(1) by the 35th.
+# Its chain methods are compared over the first draws, where rounding is still invisible; a
+# wrong key split or minibatch differs from the first draw on.
+AMPLIFIES_ROUNDING = {"sbps", "psbps"}
+COMPARED_PREFIX = 10
+
 
 @pytest.fixture(scope="module")
 def data():
@@ -73,7 +81,10 @@ def test_contract(name, data):
         assert samples["w"].shape == (NUM_CHAINS, NUM_SAMPLES, D), method
         assert np.all(np.isfinite(samples["w"])), method
         runs[method] = samples["w"]
-    np.testing.assert_allclose(runs["vectorized"], runs["sequential"], rtol=1e-6, atol=1e-8)
+    compared = slice(0, COMPARED_PREFIX if name in AMPLIFIES_ROUNDING else NUM_SAMPLES)
+    np.testing.assert_allclose(
+        runs["vectorized"][:, compared], runs["sequential"][:, compared], rtol=1e-6, atol=1e-8
+    )
     # different keys give different draws: the two chains of a run get two keys split from
     # the run's key
     assert not np.allclose(runs["sequential"][0], runs["sequential"][1])
