@@ -4,7 +4,7 @@ A minibatch run starts with the shared warmup (inspection, mode, curvature, mode
 control-variate anchor, batch size) and each chain's ``init``.  Run eagerly (or under
 ``jax.ensure_compile_time_eval``, where the operations on the data inside a compiled program
 run eagerly too), every operation of the model is lowered and compiled as its own small XLA
-program: the SGLD run below lowered 599 programs that way (commit a640b6b), and 108 with the
+program: the SGLD run below lowered 599 programs that way, and 108 with the
 set-up jitted; the BPS run lowered 294 while its time-scale probe (``default_params``) ran
 eagerly, and 122 with it jitted.  Lowering is the part of compilation that the persistent cache cannot skip,
 so the count is a cold-start cost users pay on every run.  The count is deterministic:
