@@ -28,7 +28,7 @@ from numpyro.distributions import Unit, constraints
 from numpyro.distributions.transforms import biject_to
 from numpyro.distributions.util import sum_rightmost
 
-from pplsamplers.model import _inputs, _support
+from pplsamplers.model import _enumerate, _inputs, _support
 from pplsamplers.model._tracing import (
     LocalLatentError,
     _plate_axis,  # noqa: F401 - view and data read it here
@@ -55,6 +55,8 @@ class SiteInfo(NamedTuple):
     deterministic_in_plate: tuple[str, ...] = ()
     edge_sites: tuple[str, ...] = ()  # observed, support depends on latents (see _support)
     slice_rows: bool = False  # the data plate's data are not indexed: slice the arguments
+    enumerated: tuple[str, ...] = ()  # per-datum discrete sites, marginalised (_enumerate)
+    max_plate_nesting: int = 0
 
 
 def _is_real(support: Any) -> bool:
@@ -62,21 +64,6 @@ def _is_real(support: Any) -> bool:
     while isinstance(support, constraints.independent):
         support = support.base_constraint
     return isinstance(support, type(constraints.real))
-
-
-def discrete_latent_sites(
-    model: Callable, model_args: tuple, model_kwargs: dict, init_strategy: Callable | None = None
-) -> list[str]:
-    """Names of the latent sites with a discrete support (raises only where the model's data
-    look missing, :func:`~pplsamplers.model._inputs.missing_data_error`)."""
-    trace = _trace_or_explain(model, model_args, model_kwargs, init_strategy)
-    if (error := _inputs.missing_data_error(trace, model, model_args, model_kwargs)) is not None:
-        raise error
-    return [
-        name
-        for name, site in trace.items()
-        if site["type"] == "sample" and not site["is_observed"] and site["fn"].support.is_discrete
-    ]
 
 
 def inspect_model(
@@ -91,7 +78,8 @@ def inspect_model(
     Raises
     ------
     ValueError
-        For a discrete latent site, a latent site inside the data plate, an unknown or ambiguous
+        For a discrete latent site not marked for enumeration or marked outside the data
+        plate, a continuous latent site inside the data plate, an unknown or ambiguous
         data plate, a subsample plate whose observed data ignore the plate's indices, data
         left out (``y=None``) or data of another length than their plate.
     """
@@ -102,16 +90,8 @@ def inspect_model(
     plates = {name: site for name, site in trace.items() if site["type"] == "plate"}
     samples = {n: s for n, s in trace.items() if s["type"] == "sample"}
     observed = {n: s for n, s in samples.items() if s["is_observed"]}
-    latent = {n: s for n, s in samples.items() if not s["is_observed"]}
-
-    for name, site in latent.items():
-        if site["fn"].support.is_discrete:
-            raise ValueError(
-                f"latent site '{name}' is discrete ({type(site['fn']).__name__}); pplsamplers "
-                "samplers need continuous latent variables. Marginalise it out (e.g. with "
-                "numpyro.contrib.funsor / infer_discrete), or use AutoSampler (NumPyro's "
-                "DiscreteHMCGibbs on small data) or NumPyro's MixedHMC."
-            )
+    discrete = _enumerate.discrete_sites(trace)
+    latent = {n: s for n, s in samples.items() if not s["is_observed"] and n not in discrete}
 
     if data_plate is not None and data_plate not in plates:
         raise ValueError(
@@ -154,6 +134,7 @@ def inspect_model(
             "subsample_size."
         )
 
+    _enumerate.check_discrete(discrete, data_plate)
     if data_plate is not None:
         local = tuple(name for name, site in latent.items() if data_plate in _plates_of(site))
         if local:
@@ -185,18 +166,22 @@ def inspect_model(
         unconstrained_shapes=unconstrained,
         deterministic_in_plate=determ_in,
         edge_sites=_support.edge_sites(one, model_args, model_kwargs, values),
+        enumerated=tuple(discrete),
+        max_plate_nesting=_enumerate.max_plate_nesting(trace),
     )
 
 
 def initial_values(
-    rng_key: Array,
+    rng_key: Array | None,
     model: Callable,
     model_args: tuple,
     model_kwargs: dict,
     info: SiteInfo,
     init_strategy: Callable,
-) -> dict[str, Array]:
-    """Unconstrained starting values drawn by a NumPyro ``init_strategy``."""
+) -> Any:
+    """Unconstrained starting values drawn by a NumPyro ``init_strategy``; with ``rng_key``
+    ``None``, the compiled drawer ``key -> values`` itself (to draw many without compiling
+    again)."""
     fixed = _fixed_plate_model(model, info, jnp.arange(min(info.data_size, 1)))
 
     @jax.jit  # one program, not the model's operations one by one
@@ -208,7 +193,7 @@ def initial_values(
             for name in info.latent_names
         }
 
-    return draw(rng_key)
+    return draw if rng_key is None else draw(rng_key)
 
 
 def has_rows(leaf: Any, N: int) -> bool:
@@ -275,11 +260,16 @@ def _constrained_trace(
     info: SiteInfo,
     params: dict[str, Array],
     indices: Array | None,
+    enumerate_sites: bool = False,
 ) -> tuple[dict, list[Array]]:
+    """Trace at unconstrained ``params`` (and their log-Jacobians); the enumerated sites are
+    enumerated (``enumerate_sites``) or held at a placeholder value."""
     log_dets: list[Array] = []
 
     def substitute_fn(site: dict) -> Any:
         name = site["name"]
+        if name in info.enumerated and not enumerate_sites:
+            return _enumerate.placeholder(site)
         if site["type"] != "sample" or site["is_observed"] or name not in params:
             return None
         unconstrained = params[name]
@@ -293,10 +283,9 @@ def _constrained_trace(
         return value
 
     fixed = _fixed_plate_model(model, info, indices)
-    trace = handlers.trace(handlers.substitute(fixed, substitute_fn=substitute_fn)).get_trace(
-        *model_args, **model_kwargs
-    )
-    return trace, log_dets
+    nesting = info.max_plate_nesting if enumerate_sites else None
+    get_trace = _enumerate.tracer(fixed, substitute_fn, nesting)
+    return get_trace(*model_args, **model_kwargs), log_dets
 
 
 def _log_prob(site: dict, edge_sites: tuple[str, ...]) -> Array:
@@ -306,6 +295,12 @@ def _log_prob(site: dict, edge_sites: tuple[str, ...]) -> Array:
     if site.get("mask") is not None:
         log_prob = jnp.where(site["mask"], log_prob, 0.0)
     return log_prob
+
+
+def _relative_scale(site: dict, plate: str, ratio: Array) -> Array:
+    """A site's scale, relative to one datum inside the data plate (its subsample scale out)."""
+    scale = 1.0 if site["scale"] is None else site["scale"]
+    return scale / ratio if plate in _plates_of(site) else scale
 
 
 def _per_datum_log_prob(site: dict, plate: str, scale_ratio: Array, edges: tuple) -> Array:
@@ -318,8 +313,7 @@ def _per_datum_log_prob(site: dict, plate: str, scale_ratio: Array, edges: tuple
             f"{log_prob.shape}, which lacks the plate dimension {frame.dim}."
         )
     log_prob = jnp.moveaxis(log_prob, axis, 0).reshape(log_prob.shape[axis], -1).sum(-1)
-    scale = 1.0 if site["scale"] is None else site["scale"]
-    return log_prob * (scale / scale_ratio)
+    return log_prob * _relative_scale(site, plate, scale_ratio)
 
 
 def make_terms(
@@ -340,12 +334,19 @@ def make_terms(
     def terms(params: Any, indices: Array) -> tuple[Array, Array]:
         params = params if unravel is None else unravel(params)
         trace, log_dets = _constrained_trace(
-            model, model_args, model_kwargs, info, params, indices if plate else None
-        )
+            model, model_args, model_kwargs, info, params, indices if plate else None,
+            enumerate_sites=bool(info.enumerated),
+        )  # fmt: skip
         # the plate scales by its declared size / n; a row-sliced plate may declare n, not N
         declared = trace[plate]["args"][0] if plate in trace else size
         ratio = declared / indices.shape[0]
         global_term = -sum(log_dets) if log_dets else jnp.zeros(())
+        if info.enumerated:
+            site_log_prob = lambda site: (
+                _log_prob(site, edges) * _relative_scale(site, plate, ratio)
+            )
+            marginal = _enumerate.marginal_terms(trace, plate, site_log_prob, indices.shape[0])
+            return global_term + marginal[0], marginal[1]
         per_datum = jnp.zeros(indices.shape[0])
         for site in trace.values():
             if site["type"] != "sample":
@@ -353,9 +354,9 @@ def make_terms(
             if plate is not None and plate in _plates_of(site):
                 per_datum = per_datum - _per_datum_log_prob(site, plate, ratio, edges)
                 continue
-            log_prob = _log_prob(site, edges)
-            scale = 1.0 if site["scale"] is None else site["scale"]
-            global_term = global_term - scale * jnp.sum(log_prob)
+            global_term = global_term - _relative_scale(site, plate, ratio) * jnp.sum(
+                _log_prob(site, edges)
+            )
         if plate is None:  # the whole likelihood is one "datum"
             return jnp.zeros(()), per_datum + global_term
         return global_term, per_datum
@@ -388,7 +389,6 @@ def make_constrain(
 __all__ = [
     "SiteInfo",
     "all_data_model",
-    "discrete_latent_sites",
     "full_data_model",
     "has_rows",
     "initial_values",

@@ -11,7 +11,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from pplsamplers.estimator import Potential, build_estimator
-from pplsamplers.model import _numpyro
+from pplsamplers.model import _enumerate, _numpyro
 from pplsamplers.model._inputs import failed_trace_error, no_dimension_error
 from pplsamplers.model.data import validate_data
 from pplsamplers.model.sharding import check_processes, sharded_full_pass, warn_embedded_data
@@ -152,9 +152,8 @@ def make_potential(
     terms = jax.jit(_numpyro.make_terms(model, model_args, model_kwargs, info, unravel))
     constrain_dict = _numpyro.make_constrain(model, model_args, model_kwargs, info)
 
-    def draw_init(key: PRNGKey) -> Array:
-        values = _numpyro.initial_values(key, model, model_args, model_kwargs, info, strategy)
-        return ravel_pytree(values)[0]
+    draw = _numpyro.initial_values(None, model, model_args, model_kwargs, info, strategy)
+    draw_init = lambda key: ravel_pytree(draw(key))[0]
 
     estimator = build_estimator(terms, dim=init_flat.shape[0], N=N, n=n, chunk_size=chunk_size)
     potential = Potential(
@@ -181,32 +180,39 @@ def valid_start(potential: Potential, first: Array, rng_key: PRNGKey, view: Mode
     space (e.g. all regression coefficients 0, where raw covariates of size 100 cannot push
     a likelihood to zero density), as NumPyro's ``find_valid_initial_params`` retries.
     Raises the first point's error (naming the site) when none is valid."""
-    try:
-        check_position(potential, first, view)
+    estimator = potential.estimator
+    value_and_grad = jax.jit(estimator.value_and_grad)  # compiled once for every candidate
+    idx = jnp.arange(min(estimator.n, estimator.N))
+
+    def valid(x: Array) -> bool:
+        value, grad = value_and_grad(x, idx)
+        if not is_concrete(value, grad):  # traced data: the caller checks a concrete point
+            return True
+        return bool(jnp.isfinite(value)) and bool(jnp.all(jnp.isfinite(grad)))
+
+    if not is_concrete(first) or valid(first):
         return first
-    except RuntimeError as error:
-        if potential.draw_init is None:
-            raise
+    if potential.draw_init is not None:
         keys = jax.random.split(jax.random.fold_in(rng_key, 1), START_RETRIES)
         for candidate in [*(potential.draw_init(k) for k in keys), jnp.zeros_like(first)]:
-            try:
-                check_position(potential, candidate, view)
+            if valid(candidate):
                 return candidate
-            except RuntimeError:
-                continue
-        raise error
+    check_position(potential, first, view, value_and_grad)  # raises, naming the site
+    return first
 
 
 def check_position(
     potential: Potential,
     position: Array,
     view: ModelView | None = None,
+    value_and_grad: Callable | None = None,
 ) -> None:
     """Raise ``RuntimeError`` naming the offending site if ``position`` is not a valid start.
 
     Valid means: finite potential and finite gradient on a minibatch of the data.  The check
     is eager: under ``jit``/``vmap``/``pmap`` (a traced ``position`` or potential) it does
-    nothing, and the caller validates a concrete point beforehand.  ``view`` names the site.
+    nothing, and the caller validates a concrete point beforehand.  ``view`` names the site;
+    ``value_and_grad``: the estimator's, already jitted (one compilation for many points).
 
     Examples
     --------
@@ -223,7 +229,7 @@ def check_position(
         return
     estimator = potential.estimator
     idx = jnp.arange(min(estimator.n, estimator.N))
-    value, grad = jax.jit(estimator.value_and_grad)(position, idx)
+    value, grad = (value_and_grad or jax.jit(estimator.value_and_grad))(position, idx)
     if not is_concrete(value, grad):  # the potential closes over traced data
         return
     finite_grad = bool(jnp.all(jnp.isfinite(grad)))
@@ -272,14 +278,16 @@ def full_data_model(view: ModelView) -> Callable:
 def discrete_latent_sites(
     model: Callable, model_args: tuple = (), model_kwargs: dict | None = None
 ) -> list[str]:
-    """Names of the model's discrete latent sites (which these samplers cannot move).
+    """Names of the model's discrete latent sites that these samplers cannot marginalise:
+    those not marked for enumeration (a site marked for parallel enumeration inside the data
+    plate is summed out datum by datum).
 
     Raises ``ValueError`` where the model's data look missing (an observed site turned
     latent), or where its per-datum arguments have different lengths and the model fails on
     them."""
     model_kwargs = dict(model_kwargs or {})
     try:
-        return _numpyro.discrete_latent_sites(model, model_args, model_kwargs)
+        return _enumerate.discrete_latent_sites(model, model_args, model_kwargs)
     except Exception as error:
         lengths = failed_trace_error(error, model, tuple(model_args), model_kwargs)
         if lengths is not None:

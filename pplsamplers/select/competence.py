@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+from pplsamplers.model import ENUMERATE_FIX
 from pplsamplers.registry import SAMPLERS
 from pplsamplers.select.features import ModelFeatures
 
@@ -120,8 +121,9 @@ def rank_candidates(
         sites = ", ".join(f.discrete_sites)
         if f.num_data and f.num_data > SMALL_N:
             raise ValueError(
-                f"discrete latent site(s) {sites}: pplsamplers' gradient samplers need continuous "
-                "latents, and with a large data set NUTS+Gibbs is too slow. Marginalise them out."
+                f"discrete latent site(s) {sites} not marked for enumeration: pplsamplers' "
+                "gradient samplers move continuous latents only, and with a large data set "
+                f"NUTS+Gibbs is too slow. To marginalise them datum by datum, {ENUMERATE_FIX}."
             )
         return full_data_only(
             f"cannot move the discrete site(s) {sites}",

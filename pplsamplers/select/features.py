@@ -1,11 +1,10 @@
 """Cheap model features that drive sampler selection.
 
-Structural features come from one trace of the model.  Probe features come from a short
-MAP fit and a handful of full-data evaluations and minibatch gradients at the MAP; their
-total cost is a few dozen epochs at most, independent of the chain length.  Given the shared
-warmup's mode stage (:func:`~pplsamplers.warmup.mode_stage`, which AutoSampler runs
-above ``SMALL_N`` data), the probes read its mode, dense curvature, mode probe and Laplace
-check instead of computing their own, and the chosen kernel finds that stage in the cache."""
+Structural features come from one trace of the model.  Probe features come from a short MAP
+fit and a handful of full-data evaluations and minibatch gradients at the MAP: a few dozen
+epochs at most, whatever the chain length.  Given the shared warmup's mode stage
+(:func:`~pplsamplers.warmup.mode_stage`), the probes read its mode, dense curvature, mode
+probe and Laplace check instead of computing their own."""
 
 from __future__ import annotations
 
@@ -26,6 +25,7 @@ from pplsamplers.model import (
     ModelView,
     discrete_latent_sites,
     inspect,
+    largest_plate,
     make_potential,
     no_dimension_error,
 )
@@ -340,10 +340,10 @@ def model_features(
     (2, 200, True)
     """
     if not isinstance(model, ModelView):
-        model_kwargs = dict(model_kwargs or {})
-        discrete = tuple(discrete_latent_sites(model, model_args, model_kwargs))
-        if discrete:
-            return _full_data_only(discrete_sites=discrete)
+        call = (model, model_args, dict(model_kwargs or {}))
+        discrete = tuple(discrete_latent_sites(*call))
+        if discrete:  # NUTS+Gibbs, or an error above SMALL_N data
+            return _full_data_only(discrete_sites=discrete, num_data=largest_plate(*call))
         try:
             model = inspect(model, model_args, model_kwargs, data_plate)
         except LocalLatentError as error:

@@ -1,6 +1,11 @@
-"""The mode probe: how many separated optima does the posterior have?
+"""Several optima: the mode search's starts, and the mode probe.
 
-Control variates anchored at one mode are valid for a unimodal posterior only; the adapter's
+A single L-BFGS search ends in the optimum whose basin holds its start.  Where the posterior
+has poor local optima (a mixture with an empty component, a component that swallowed two),
+the model's random initial point often lies in one of those basins, and every kernel would
+then sample around it.  :func:`search_mode` starts from the model's initial point and
+``MODE_STARTS`` more draws of its init strategy, and keeps the lowest end.  Control variates
+anchored at one mode are valid for a unimodal posterior only; the adapter's
 ``control_variate="auto"`` and the selector's features ask :func:`count_modes`.
 """
 
@@ -14,10 +19,11 @@ import numpy as np
 
 from pplsamplers.estimator import Estimator
 from pplsamplers.types import Array, PRNGKey
-from pplsamplers.warmup.mode import find_map
+from pplsamplers.warmup.mode import MapResult, find_map
 
 MODE_STARTS = 4
-"""Extra MAP fits, from the model's own random initial points, that look for other modes."""
+"""Extra MAP fits, from the model's own random initial points, that look for other modes (and
+for a better one to start the mode search from)."""
 MODE_BARRIER = 3.0
 """Rise of U (nats) on the segment to the MAP above both ends that separates two optima."""
 MODE_MASS = 10.0
@@ -46,6 +52,60 @@ def on_a_subset(rng_key: PRNGKey, potential: Estimator, size: int) -> Estimator:
         model_terms=terms, N=size, n=min(potential.n, size), contiguous=False, whitening=None,
         cv=None,
     )  # fmt: skip
+
+
+def search_mode(
+    rng_key: PRNGKey,
+    estimator: Estimator,
+    init_position: Array,
+    draw_init: Callable[[PRNGKey], Array] | None,
+    num_starts: int = MODE_STARTS,
+    max_data: int = MODE_PROBE_DATA,
+) -> tuple[MapResult, str]:
+    """:func:`find_map` from the best of ``init_position`` and ``num_starts`` init-strategy
+    draws: ``(result, note)``.
+
+    Each start runs the full search on at most ``max_data`` data (:func:`on_a_subset`
+    above), by one compiled program; the end with the lowest U wins (summed datum by datum,
+    :meth:`~pplsamplers.estimator.Estimator.full_value_difference`), and on a subset the
+    full-data search continues from it.  ``note`` says how far above the winner the other
+    ends stopped, when some did (the posterior then has other optima).
+
+    Examples
+    --------
+    >>> import jax
+    >>> from models import enumerated
+    >>> from pplsamplers.model import make_potential
+    >>> args, kwargs = enumerated.load_data("mixture", N=2000)
+    >>> potential = make_potential(enumerated.mixture, args, kwargs)
+    >>> result, note = search_mode(jax.random.key(0), potential.estimator,
+    ...                            potential.init_position, potential.draw_init)
+    >>> [round(float(m)) for m in potential.constrain(result.position)["mu"]]
+    [60, 75, 90]
+    """
+    if draw_init is None or num_starts < 1:
+        return find_map(rng_key, estimator, init_position), ""
+    probe = estimator
+    if estimator.N > max_data:
+        probe = on_a_subset(jax.random.fold_in(rng_key, 2), estimator, max_data)
+    keys = jax.random.split(jax.random.fold_in(rng_key, 1), num_starts)
+    starts = [init_position] + [draw_init(k) for k in keys]
+    results = [find_map(rng_key, probe, x0) for x0 in starts]
+    first = results[0].position
+    values = np.array([float(probe.full_value_difference(r.position, first)) for r in results])
+    values = np.where(np.isfinite(values), values, np.inf)
+    best = int(np.argmin(values))
+    above = np.sort(values - values[best])[1:]
+    higher = above[above > MODE_BARRIER]
+    note = (
+        f"best of {len(starts)} starts; {len(higher)} ended {np.min(higher):.3g}–"
+        f"{np.max(higher):.3g} nats higher (other optima)"
+        if len(higher) and np.all(np.isfinite(higher))
+        else f"best of {len(starts)} starts"
+    )
+    if probe is estimator:
+        return results[best], note
+    return find_map(rng_key, estimator, results[best].position), note
 
 
 def count_modes(
@@ -144,5 +204,6 @@ __all__ = [
     "MODE_PROBE_DATA",
     "MODE_STARTS",
     "count_modes",
+    "search_mode",
     "on_a_subset",
 ]

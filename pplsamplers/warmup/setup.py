@@ -58,6 +58,7 @@ from pplsamplers.types import Array
 from pplsamplers.warmup.anchor import choose_control_variate
 from pplsamplers.warmup.metric import refinement
 from pplsamplers.warmup.mode import find_map
+from pplsamplers.warmup.modes import search_mode
 from pplsamplers.warmup.options import SEED, SetupOptions, user_factor
 from pplsamplers.warmup.scale import (
     NOISE_TARGET,
@@ -106,12 +107,14 @@ def _potential(options: SetupOptions, model_args: tuple, model_kwargs: dict) -> 
 
 def _search_mode(potential: Potential, notes: dict[str, str]) -> tuple[Array, bool]:
     """(the L-BFGS search's end point, whether it converged), noted in ``notes["mode"]``."""
-    result = find_map(jax.random.PRNGKey(SEED), potential.estimator, potential.init_position)
+    result, starts = search_mode(
+        jax.random.PRNGKey(SEED), potential.estimator, potential.init_position, potential.draw_init
+    )
     converged = bool(result.converged)
     notes["mode"] = (
         f"{'converged' if converged else 'NOT converged'}: distance to the mode "
         f"{float(result.scaled_grad_norm):.2g} posterior sd after "
-        f"{int(result.num_iterations)} L-BFGS iterations"
+        f"{int(result.num_iterations)} L-BFGS iterations" + (f" ({starts})" if starts else "")
     )
     return result.position, converged
 
