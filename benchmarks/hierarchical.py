@@ -87,8 +87,7 @@ def _summary(samples: dict) -> dict:
     flat = _flat(samples, GLOBALS + GROUP_SITES)
     ess = min(float(np.min(az.ess(v))) for v in flat.values())
     moments = {
-        site: [v.mean((0, 1)).tolist(), v.std((0, 1), ddof=1).tolist()]
-        for site, v in flat.items()
+        site: [v.mean((0, 1)).tolist(), v.std((0, 1), ddof=1).tolist()] for site, v in flat.items()
     }
     return {"moments": moments, "min_ess": ess}
 
@@ -149,7 +148,9 @@ def worker(cfg: dict) -> dict:
     N, name = args[0].shape[0], cfg["sampler"]
     options = {} if cfg["subsample_size"] is None else {"subsample_size": cfg["subsample_size"]}
     started = time.perf_counter()
-    kernel = AutoSampler(model, **options) if name == "auto" else make_kernel(name, model, **options)
+    kernel = (
+        AutoSampler(model, **options) if name == "auto" else make_kernel(name, model, **options)
+    )
     mcmc = MCMC(
         kernel, num_warmup=cfg["warmup"], num_samples=cfg["draws"], num_chains=2,
         chain_method="vectorized", progress_bar=False,

@@ -176,10 +176,11 @@ def marginal_terms(
             continue
         dim_to_name = site["infer"].get("dim_to_name", {})
         if any(n.startswith("_time") or n.startswith("_PREV_") for n in dim_to_name.values()):
-            raise ValueError(
+            raise FullDataOnlyError(
                 f"site '{name}' is enumerated inside numpyro.contrib.control_flow.scan or "
                 "markov; pplsamplers marginalises per-datum discrete sites only. Use "
-                "NumPyro's NUTS for such models."
+                "AutoSampler or NumPyro's NUTS for such models.",
+                f"the site '{name}' is enumerated along a Markov chain",
             )
         value = log_prob(site)
         if plate not in _plates_of(site):

@@ -74,10 +74,10 @@ def search_mode(
     Examples
     --------
     >>> import jax
-    >>> from models import enumerated
+    >>> from models import mixture
     >>> from pplsamplers.model import make_potential
-    >>> args, kwargs = enumerated.load_data("mixture", N=2000)
-    >>> potential = make_potential(enumerated.mixture, args, kwargs)
+    >>> args, kwargs = mixture.load_data(N=2000)
+    >>> potential = make_potential(mixture.model, args, kwargs)
     >>> result, note = search_mode(jax.random.key(0), potential.estimator,
     ...                            potential.init_position, potential.draw_init)
     >>> [round(float(m)) for m in potential.constrain(result.position)["mu"]]

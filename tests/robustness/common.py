@@ -88,6 +88,23 @@ MODELS: dict[str, dict[str, Any]] = {
         float32=True,
         reference="mixed_logit_1k_nuts",
     ),
+    # a discrete latent per datum, marked for enumeration (models/mixture.py, zero_inflated.py)
+    "mixture": dict(
+        module="mixture",
+        data=dict(N=2_000, seed=21),
+        size_arg="N",
+        warmup=300,
+        draws=500,
+        reference="robust_mixture_nuts",
+    ),
+    "zero_inflated": dict(
+        module="zero_inflated",
+        data=dict(N=2_000, seed=22),
+        size_arg="N",
+        warmup=300,
+        draws=500,
+        reference="robust_zero_inflated_nuts",
+    ),
     "student_t": dict(
         module="robust_student_t", data=dict(N=10_000, seed=3), size_arg="N", warmup=300, draws=500
     ),

@@ -9,10 +9,10 @@ import numpyro
 import numpyro.distributions as dist
 import pytest
 from numpyro.contrib.funsor import config_enumerate
-from numpyro.infer import MCMC
+from numpyro.infer import MCMC, Predictive
 from numpyro.infer.util import initialize_model
 
-from models import enumerated
+from models import mixture
 from pplsamplers import SGLD, AutoSampler
 from pplsamplers.model import FullDataOnlyError, inspect, make_potential
 
@@ -21,7 +21,7 @@ N = 400
 
 @pytest.fixture(scope="module")
 def mixture_data():
-    return enumerated.load_data("mixture", N=N, dtype=jnp.float64)[0][0]
+    return mixture.load_data(N=N, dtype=jnp.float64)[0][0]
 
 
 @config_enumerate
@@ -41,7 +41,7 @@ def _closed_form(w, mu, sigma, y):
     )
 
 
-@pytest.mark.parametrize("model", [enumerated.mixture, indexed_mixture], ids=["plain", "indexed"])
+@pytest.mark.parametrize("model", [mixture.model, indexed_mixture], ids=["plain", "indexed"])
 def test_per_datum_terms_are_the_marginal_log_sum_exp(model, mixture_data):
     view = inspect(model, (mixture_data,), {})
     assert view.info.enumerated == ("z",)
@@ -53,7 +53,7 @@ def test_per_datum_terms_are_the_marginal_log_sum_exp(model, mixture_data):
     _, per_datum = potential.estimator.terms(x, idx)
     expected = _closed_form(params["w"], params["mu"], params["sigma"], mixture_data[idx])
     np.testing.assert_allclose(per_datum, expected, rtol=1e-10)
-    if model is enumerated.mixture:  # the full-data potential is NumPyro's, NUTS's own
+    if model is mixture.model:  # the full-data potential is NumPyro's, NUTS's own
         numpyro_model = initialize_model(jax.random.key(0), model, model_args=(mixture_data,))
         expected_total = numpyro_model.potential_fn(potential.unravel(x))
         total = potential.estimator.full_value_and_grad(x)[0]
@@ -96,10 +96,18 @@ def test_an_enumerated_site_outside_the_data_plate_is_refused_and_auto_runs_nuts
 def test_a_kernel_samples_the_marginalised_mixture(mixture_data):
     """SGLD at its defaults on the 3-component mixture (N = 400): the ordered means land on
     the simulated ones (within 4 posterior sds of a 400-point fit) and the weights sum to 1."""
-    mcmc = MCMC(SGLD(enumerated.mixture), num_warmup=300, num_samples=300, progress_bar=False)
+    mcmc = MCMC(SGLD(mixture.model), num_warmup=300, num_samples=300, progress_bar=False)
     mcmc.run(jax.random.key(1), mixture_data)
     samples = mcmc.get_samples()
     mu = np.asarray(samples["mu"])
     assert np.all(np.diff(mu, axis=-1) > 0)
-    assert np.all(np.abs(mu.mean(0) - np.asarray(enumerated.MEANS)) < 4 * mu.std(0) + 1.0)
+    assert np.all(np.abs(mu.mean(0) - np.asarray(mixture.MEANS)) < 4 * mu.std(0) + 1.0)
     np.testing.assert_allclose(np.asarray(samples["w"]).sum(-1), 1.0, rtol=1e-6)
+    # the assignments, as the docs recover them: mostly the nearest component mean's
+    z = Predictive(mixture.model, posterior_samples=samples, infer_discrete=True)(
+        jax.random.key(2), mixture_data
+    )["z"]
+    assert z.shape == (300, N)
+    means = np.asarray(mixture.MEANS)
+    nearest = np.argmin(np.abs(np.asarray(mixture_data)[:, None] - means), -1)
+    assert np.mean(np.asarray(z) == nearest) > 0.8
