@@ -162,7 +162,7 @@ class _PlateArgs(Messenger):
 def marginal_terms(
     trace: dict, plate: str, log_prob: Callable[[dict], Array], size: int
 ) -> tuple[Array, Array]:
-    """``(global_term, per_datum)`` negative log densities from an :func:`enumerated_trace`:
+    """``(global_term, per_datum)`` negative log densities from an enumerating :func:`tracer`:
     the sites outside ``plate`` summed, those inside it reduced by funsor's ``sum_product``
     over the enumerated sites and every other plate, the data plate kept (``size`` entries).
 
