@@ -28,6 +28,7 @@ from pplsamplers.select.competence import SMALL_N, rank_candidates
 from pplsamplers.select.decision import Decision
 from pplsamplers.select.features import full_data_features, local_latent_features, model_features
 from pplsamplers.select.pilot import PilotOptions, run_pilot
+from pplsamplers.select.start import with_nuts_start
 from pplsamplers.types import PRNGKey
 from pplsamplers.warmup import SHARED_OPTIONS, ModeStage, SetupOptions
 
@@ -218,17 +219,15 @@ class AutoSampler(MCMCKernel):
             )
         self.decision = decision
         self._data, self._check_potential, self._stage = (model_args, model_kwargs), None, stage
-        self._delegate = self._make_delegate(decision)
+        self._delegate = self._make_delegate(decision, model)
         if self.verbose:
             decision.print_explanation()
         return decision
 
     def _as_jax(self, model_args: tuple, model_kwargs: dict | None) -> tuple[tuple, dict]:
         """The arguments with NumPy data as JAX arrays (:func:`as_jax_arguments`: a chosen
-        NUTS indexes them with traced plate indices), converted once per data set.  The set-up
-        is cached by the identity of the data arrays, so a new conversion at each call made
-        the decision, the chosen kernel's ``init`` and its ``postprocess_fn`` (inside NumPyro's
-        sampling trace, where it failed) each compute the shared warmup again."""
+        NUTS indexes them with traced plate indices), converted once per data set: the
+        decision is kept while the data are the same objects."""
         given = (tuple(model_args), dict(model_kwargs or {}))
         if not same_objects(self._converted and self._converted[0], given):
             self._converted = (given, as_jax_arguments(*given))
@@ -251,7 +250,7 @@ class AutoSampler(MCMCKernel):
             return None
         return warmup.mode_stage(self._setup_options(), model_args, model_kwargs)
 
-    def _make_delegate(self, decision: Any) -> MCMCKernel:
+    def _make_delegate(self, decision: Any, view: Any = None) -> MCMCKernel:
         overrides = dict(self.overrides)
         if not SAMPLERS[decision.kernel].minibatch:
             ignored = sorted(k for k in SUBSAMPLING_ONLY if overrides.pop(k, None) is not None)
@@ -259,7 +258,8 @@ class AutoSampler(MCMCKernel):
                 warnings.warn(
                     f"AutoSampler chose full-data NUTS, which ignores {ignored}.", stacklevel=4
                 )
-            return make_kernel(decision.kernel, self._model, **{**decision.params, **overrides})
+            options = with_nuts_start({**decision.params, **overrides}, view)
+            return make_kernel(decision.kernel, self._model, **options)
         options = {**decision.params, **overrides}
         stage, shared = self._stage, self._setup_options()
         alternatives = (f"another sampler than AutoSampler's choice '{decision.kernel}'",)

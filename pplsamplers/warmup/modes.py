@@ -12,6 +12,7 @@ anchored at one mode are valid for a unimodal posterior only; the adapter's
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -54,6 +55,16 @@ def on_a_subset(rng_key: PRNGKey, potential: Estimator, size: int) -> Estimator:
     )  # fmt: skip
 
 
+class ModeSearch(NamedTuple):
+    """The result of :func:`search_mode`."""
+
+    result: MapResult
+    note: str
+    """How many starts there were, and how far above the winner the others ended."""
+    other_optima: int
+    """Starts that ended more than ``MODE_BARRIER`` nats above the winner."""
+
+
 def search_mode(
     rng_key: PRNGKey,
     estimator: Estimator,
@@ -61,9 +72,9 @@ def search_mode(
     draw_init: Callable[[PRNGKey], Array] | None,
     num_starts: int = MODE_STARTS,
     max_data: int = MODE_PROBE_DATA,
-) -> tuple[MapResult, str]:
+) -> ModeSearch:
     """:func:`find_map` from the best of ``init_position`` and ``num_starts`` init-strategy
-    draws: ``(result, note)``.
+    draws.
 
     Each start runs the full search on at most ``max_data`` data (:func:`on_a_subset`
     above), by one compiled program; the end with the lowest U wins (summed datum by datum,
@@ -78,13 +89,13 @@ def search_mode(
     >>> from pplsamplers.model import make_potential
     >>> args, kwargs = mixture.load_data(N=2000)
     >>> potential = make_potential(mixture.model, args, kwargs)
-    >>> result, note = search_mode(jax.random.key(0), potential.estimator,
-    ...                            potential.init_position, potential.draw_init)
-    >>> [round(float(m)) for m in potential.constrain(result.position)["mu"]]
+    >>> search = search_mode(jax.random.key(0), potential.estimator,
+    ...                      potential.init_position, potential.draw_init)
+    >>> [round(float(m)) for m in potential.constrain(search.result.position)["mu"]]
     [60, 75, 90]
     """
     if draw_init is None or num_starts < 1:
-        return find_map(rng_key, estimator, init_position), ""
+        return ModeSearch(find_map(rng_key, estimator, init_position), "", 0)
     probe = estimator
     if estimator.N > max_data:
         probe = on_a_subset(jax.random.fold_in(rng_key, 2), estimator, max_data)
@@ -96,16 +107,16 @@ def search_mode(
     values = np.where(np.isfinite(values), values, np.inf)
     best = int(np.argmin(values))
     above = np.sort(values - values[best])[1:]
-    higher = above[above > MODE_BARRIER]
-    note = (
-        f"best of {len(starts)} starts; {len(higher)} ended {np.min(higher):.3g}–"
-        f"{np.max(higher):.3g} nats higher (other optima)"
-        if len(higher) and np.all(np.isfinite(higher))
-        else f"best of {len(starts)} starts"
+    higher = above[np.isfinite(above) & (above > MODE_BARRIER)]  # not the failed starts
+    note = f"best of {len(starts)} starts" + (
+        f"; {len(higher)} ended {np.min(higher):.3g}–{np.max(higher):.3g} nats higher "
+        "(other optima)"
+        if len(higher)
+        else ""
     )
-    if probe is estimator:
-        return results[best], note
-    return find_map(rng_key, estimator, results[best].position), note
+    if probe is not estimator:
+        results[best] = find_map(rng_key, estimator, results[best].position)
+    return ModeSearch(results[best], note, len(higher))
 
 
 def count_modes(
@@ -203,6 +214,7 @@ __all__ = [
     "MODE_MASS",
     "MODE_PROBE_DATA",
     "MODE_STARTS",
+    "ModeSearch",
     "count_modes",
     "search_mode",
     "on_a_subset",

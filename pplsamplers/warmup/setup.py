@@ -107,7 +107,7 @@ def _potential(options: SetupOptions, model_args: tuple, model_kwargs: dict) -> 
 
 def _search_mode(potential: Potential, notes: dict[str, str]) -> tuple[Array, bool]:
     """(the L-BFGS search's end point, whether it converged), noted in ``notes["mode"]``."""
-    result, starts = search_mode(
+    result, starts, _ = search_mode(
         jax.random.PRNGKey(SEED), potential.estimator, potential.init_position, potential.draw_init
     )
     converged = bool(result.converged)
