@@ -400,13 +400,17 @@ def test_mode_warning_reads_the_polished_mode(monkeypatch, polish_converges):
         calls.append(kwargs.get("scale") is not None)
         return result if calls[-1] and polish_converges else result._replace(converged=False)
 
-    monkeypatch.setattr(warmup, "find_map", stalled_search)
+    monkeypatch.setattr(warmup, "find_map", stalled_search)  # the polish
+    modes = importlib.import_module("pplsamplers.warmup.modes")
+    monkeypatch.setattr(modes, "find_map", stalled_search)  # the search, from every start
     args, kwargs = linear_gaussian.load_data(N=1500, D=2, seed=11)  # fresh arrays: no cache
     with warnings.catch_warnings(record=True) as records:
         warnings.simplefilter("always")
         stage = warmup.mode_stage(SetupOptions(linear_gaussian.model), args, kwargs)
     warned = [r for r in records if "mode search did not converge" in str(r.message)]
-    assert calls == [False, True]  # the search, then the polish
+    # the search from the model's start and MODE_STARTS more (N ≤ MODE_PROBE_DATA: on all
+    # data, no second search), then the polish (the mode probe's fits follow, in its scale)
+    assert calls[: 2 + modes.MODE_STARTS] == [False] * (1 + modes.MODE_STARTS) + [True]
     assert stage.notes["mode"].startswith("NOT converged")
     if polish_converges:
         assert not warned and stage.notes["mode"].endswith("(converged)")
