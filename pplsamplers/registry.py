@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 from numpyro.infer import NUTS, DiscreteHMCGibbs
 from numpyro.infer.mcmc import MCMCKernel
 
-from pplsamplers.infer import BPS, CSGLD, HAMCMC, SBPS, SGBD, SGLD, SGRLD, Boomerang
+from pplsamplers.infer import BPS, CSGLD, HAMCMC, SBPS, SGBD, SGLD, SGRLD, Boomerang, CheckedNUTS
 from pplsamplers.model import all_data_model, with_support_checks
 
 
@@ -36,7 +36,8 @@ def full_data_nuts(model: Callable, **options: Any) -> MCMCKernel:
     Minibatch options are refused with the reason; ``discrete=True`` wraps it in
     ``DiscreteHMCGibbs``; ``check_support=("y",)`` makes the density zero where an observed
     value of those sites leaves its support (for supports that depend on the latents, which
-    NumPyro checks only with ``validate_args=True``).
+    NumPyro checks only with ``validate_args=True``).  The run checks itself as it ends
+    (:class:`~pplsamplers.infer.checked_nuts.CheckedNUTS`), except inside ``DiscreteHMCGibbs``.
     """
     options = {k: v for k, v in options.items() if v is not None}
     for name in ("subsample_size", "data_plate", "precondition", "setup"):
@@ -46,9 +47,11 @@ def full_data_nuts(model: Callable, **options: Any) -> MCMCKernel:
     if options.pop("control_variate", None) not in (None, False, "auto"):
         raise ValueError("control_variate applies to minibatch kernels, not NUTS.")
     discrete = options.pop("discrete", False)
-    checked = with_support_checks(model, tuple(options.pop("check_support", ())))
-    kernel = NUTS(all_data_model(checked), **options)
-    return DiscreteHMCGibbs(kernel) if discrete else kernel
+    edges = tuple(options.pop("check_support", ()))
+    checked = all_data_model(with_support_checks(model, edges))
+    if discrete:  # NumPyro's Gibbs steps hold NUTS's state inside their own
+        return DiscreteHMCGibbs(NUTS(checked, **options))
+    return CheckedNUTS(checked, exact_scores=not edges, **options)
 
 
 class SamplerSpec(NamedTuple):

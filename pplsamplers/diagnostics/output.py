@@ -70,12 +70,15 @@ def check_run(mcmc: Any, *, warn_user: bool = True, thin_to: int | None = None) 
         flat = jax.tree.map(lambda a: a.reshape((chains * draws,) + a.shape[2:]), samples)
         x = jax.vmap(potential.unconstrain)(flat).reshape(chains, draws, potential.dim)
     extra = mcmc.get_extra_fields(group_by_chain=True)
+    decision = getattr(mcmc.sampler, "decision", None)
+    # a NUTS trajectory that crosses a hard edge at the data diverges by construction
+    features = getattr(decision, "features", None)
+    at_edge = kernel is None and bool(getattr(features, "edge_sites", ()))
     counts = {}
-    if "diverging" in extra:  # NUTS's divergent transitions, or our rejected steps
+    if "diverging" in extra and not at_edge:  # NUTS's divergences, or our rejected steps
         key = "rejected" if kernel is not None else "divergent"
         counts[key] = np.asarray(extra["diverging"]).reshape(chains, -1).sum(-1)
     alternatives = ("another sampler", "AutoSampler")
-    decision = getattr(mcmc.sampler, "decision", None)
     if decision is not None:  # an AutoSampler run: say what it chose, not "AutoSampler"
         alternatives = (f"another sampler than AutoSampler's choice '{decision.kernel}'",)
         if decision.strategy == "rules":

@@ -2,6 +2,7 @@
 an rng_key."""
 
 from pplsamplers.infer.adapter import Prepared, SubsampledKernel
+from pplsamplers.infer.checked_nuts import CheckedNUTS
 from pplsamplers.infer.samplers import BPS, CSGLD, HAMCMC, SBPS, SGBD, SGLD, SGRLD, Boomerang
 
 __all__ = [
@@ -13,6 +14,7 @@ __all__ = [
     "SGLD",
     "SGRLD",
     "Boomerang",
+    "CheckedNUTS",
     "Prepared",
     "SubsampledKernel",
 ]

@@ -99,16 +99,26 @@ def check_fields(mcmc: MCMC | None, state_type: type) -> None:
 def plan_run(mcmc: MCMC | None, estimator: Estimator) -> RunPlan | None:
     """The :class:`RunPlan` of ``mcmc`` for an ``estimator`` of D = ``dim`` (``None``: no plan,
     no check)."""
-    if mcmc is None or mcmc.num_samples < 4:
+    plan = plan_exact(mcmc, estimator.dim)
+    if plan is None:
+        return None
+    chains, kept = plan.num_chains, plan.kept
+    every = estimator.N if estimator.N * kept * chains <= SCORE_BUDGET else 0
+    batch = every or min(estimator.N, max(estimator.n, SCORE_BUDGET // (kept * chains)))
+    return plan._replace(score_batch=batch)
+
+
+def plan_exact(mcmc: MCMC | None, dim: int) -> RunPlan | None:
+    """The :class:`RunPlan` of ``mcmc`` for a D = ``dim`` sampler whose steps give the exact
+    score (NUTS: ``score_batch`` is 0, no minibatch is drawn); ``None``: no plan, no check."""
+    if mcmc is None or mcmc.num_samples < 4 or dim < 1:
         return None
     chains = int(mcmc.num_chains)
-    kept = min(KEPT_DRAWS, mcmc.num_samples, max(20, KEPT_VALUES // (2 * estimator.dim * chains)))
+    kept = min(KEPT_DRAWS, mcmc.num_samples, max(20, KEPT_VALUES // (2 * dim * chains)))
     kept = max(min(kept, mcmc.num_samples), 4)
     stride = mcmc.num_samples // kept
     kept = mcmc.num_samples // stride
-    every = estimator.N if estimator.N * kept * chains <= SCORE_BUDGET else 0
-    batch = every or min(estimator.N, max(estimator.n, SCORE_BUDGET // (kept * chains)))
-    return RunPlan(int(mcmc.num_warmup), int(mcmc.num_samples), chains, stride, kept, batch)
+    return RunPlan(int(mcmc.num_warmup), int(mcmc.num_samples), chains, stride, kept, 0)
 
 
 def empty_monitor(plan: RunPlan, dim: int, dtype: Any) -> Monitor:
@@ -145,7 +155,13 @@ class Reporter:
         self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._lock = threading.Lock()
 
-    def __call__(self, draws: Array, scores: Array, rejected: Array) -> None:
+    def __call__(
+        self, draws: Array, scores: Array | None, rejected: Array, counted: str | None = "rejected"
+    ) -> None:
+        """Check the kept ``draws`` (chains, kept, D) with their ``scores`` (``None``: no Stein
+        check) once every chain has reported; ``rejected``: per chain, the steps to count as
+        ``counted`` (rejected steps, or NUTS's divergent transitions; ``None``: not counted)."""
+        scores = np.full_like(draws, np.nan) if scores is None else scores
         with self._lock:
             self._pending.append(tuple(np.asarray(a) for a in (draws, scores, rejected)))
             if sum(len(d) for d, _, _ in self._pending) < self.plan.num_chains:
@@ -155,9 +171,9 @@ class Reporter:
         result = self_check(
             draws,
             None,
-            scores=scores,
+            scores=None if np.isnan(scores).all() else scores,
             names=self.names,
-            counts={"rejected": rejected},
+            counts={counted: rejected} if counted else {},
             alternatives=getattr(self.owner, "check_alternatives", ("another sampler",)),
         )
         self.owner.self_check_result = result
@@ -182,6 +198,7 @@ __all__ = [
     "empty_monitor",
     "keep_draw",
     "last_result",
+    "plan_exact",
     "plan_run",
     "score_estimator",
 ]

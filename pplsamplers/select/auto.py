@@ -252,26 +252,26 @@ class AutoSampler(MCMCKernel):
 
     def _make_delegate(self, decision: Any, view: Any = None) -> MCMCKernel:
         overrides = dict(self.overrides)
-        if not SAMPLERS[decision.kernel].minibatch:
+        if SAMPLERS[decision.kernel].minibatch:
+            options = {**decision.params, **overrides}
+            stage, shared = self._stage, self._setup_options()
+            if stage is not None and all(
+                _same(options.get(name, getattr(shared, name)), getattr(shared, name))
+                for name in SHARED_OPTIONS
+            ):  # the chosen kernel's shared options are the stage's: complete its set-up
+                options["setup"] = warmup.setup(shared, *self._data, stage=stage)
+        else:  # full-data NUTS: minibatch options dropped, the chains start at the best mode
             ignored = sorted(k for k in SUBSAMPLING_ONLY if overrides.pop(k, None) is not None)
             if ignored:
                 warnings.warn(
                     f"AutoSampler chose full-data NUTS, which ignores {ignored}.", stacklevel=4
                 )
             options = with_nuts_start({**decision.params, **overrides}, view)
-            return make_kernel(decision.kernel, self._model, **options)
-        options = {**decision.params, **overrides}
-        stage, shared = self._stage, self._setup_options()
+        kernel = make_kernel(decision.kernel, self._model, **options)
         alternatives = (f"another sampler than AutoSampler's choice '{decision.kernel}'",)
         if decision.strategy == "rules":
             alternatives += ("AutoSampler(strategy='pilot')",)
-        if stage is not None and all(
-            _same(options.get(name, getattr(shared, name)), getattr(shared, name))
-            for name in SHARED_OPTIONS
-        ):  # the chosen kernel's shared options are the stage's: complete its set-up
-            options["setup"] = warmup.setup(shared, *self._data, stage=stage)
-        kernel = make_kernel(decision.kernel, self._model, **options)
-        kernel.check_alternatives = alternatives
+        kernel.check_alternatives = alternatives  # the self-check's suggested fixes
         return kernel
 
     # ------------------------------------------------------------ NumPyro API
