@@ -9,7 +9,7 @@ import arviz as az
 import jax
 import numpy as np
 
-from pplsamplers.diagnostics.checks import SelfCheck, self_check, warn
+from pplsamplers.diagnostics.checks import SelfCheck, default_thin_to, self_check, warn
 from pplsamplers.diagnostics.names import site_names
 
 
@@ -17,6 +17,12 @@ def _kernel_of(sampler: Any) -> Any:
     """The pplsamplers kernel behind ``sampler`` (AutoSampler's delegate), or ``None``."""
     inner = getattr(sampler, "delegate", None) or sampler
     return inner if getattr(inner, "setup", None) is not None else None
+
+
+def _rows(model_args: Any, model_kwargs: Any) -> int:
+    """The most rows (leading length) of any array among a model's arguments (1 if none)."""
+    leaves = jax.tree.leaves((model_args, model_kwargs))
+    return max([int(np.shape(leaf)[0]) for leaf in leaves if np.ndim(leaf) >= 1] + [1])
 
 
 def check_run(mcmc: Any, *, warn_user: bool = True, thin_to: int | None = None) -> SelfCheck | None:
@@ -41,7 +47,8 @@ def check_run(mcmc: Any, *, warn_user: bool = True, thin_to: int | None = None) 
         Warn when the check fails.
     thin_to
         Draws for the Stein check (one full-data pass each), spread over the chains; ``None``:
-        :func:`~pplsamplers.diagnostics.checks.default_thin_to` of N.
+        :func:`~pplsamplers.diagnostics.checks.default_thin_to` of N (of the arguments' rows
+        where the model has no data plate and its whole likelihood is one pass).
 
     Returns
     -------
@@ -83,6 +90,9 @@ def check_run(mcmc: Any, *, warn_user: bool = True, thin_to: int | None = None) 
         alternatives = (f"another sampler than AutoSampler's choice '{decision.kernel}'",)
         if decision.strategy == "rules":
             alternatives += ("AutoSampler(strategy='pilot')",)
+    if thin_to is None and potential is not None and potential.N <= 1:
+        # no data plate: one "datum" is the whole data set; budget by its rows instead
+        thin_to = default_thin_to(_rows(getattr(mcmc, "_args", ()), getattr(mcmc, "_kwargs", {})))
     result = self_check(
         x, potential, counts=counts, thin_to=thin_to, names=names, alternatives=alternatives
     )

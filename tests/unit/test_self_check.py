@@ -340,3 +340,27 @@ def test_a_run_checks_itself_inside_mcmc_run(step_size, wrong):
     assert bool(warned) is wrong, warned
     if wrong:
         assert "self-check FAILED" in warned[0] and "\n" not in warned[0]
+
+
+def test_check_run_budgets_a_plateless_model_by_its_rows():
+    """Without a data plate the whole likelihood is one "datum" (N = 1) and every draw would
+    get a full pass; the Stein check's draws are budgeted by the arguments' rows instead."""
+    from numpyro.infer import MCMC
+
+    from pplsamplers import SGLD, check_run
+    from pplsamplers.diagnostics.checks import default_thin_to
+
+    rows = 100_000
+    y = jnp.asarray(np.random.default_rng(0).normal(1.0, 2.0, rows))
+
+    def plateless(y):
+        mu = numpyro.sample("mu", dist.Normal(0.0, 10.0))
+        numpyro.sample("y", dist.Normal(mu, 2.0), obs=y)
+
+    mcmc = MCMC(SGLD(plateless), num_warmup=100, num_samples=1000, progress_bar=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SelfCheckWarning)
+        mcmc.run(jax.random.key(0), y)
+        result = check_run(mcmc, warn_user=False)
+    assert mcmc.sampler.setup.potential.N == 1
+    assert result.stein.num_draws == default_thin_to(rows) < 1000
