@@ -46,10 +46,12 @@ class Potential(NamedTuple):
 
     @property
     def dim(self) -> int:
+        """D, the number of flat unconstrained coordinates x."""
         return self.estimator.dim
 
     @property
     def N(self) -> int:
+        """The number of data (rows of the data plate) the potential sums over."""
         return self.estimator.N
 
 

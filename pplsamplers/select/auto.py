@@ -335,6 +335,7 @@ class AutoSampler(MCMCKernel):
 
     @property
     def model(self) -> Callable:
+        """The model the chosen kernel samples (the user's model before ``init``)."""
         return self._delegate.model if self._delegate is not None else self._model
 
     @property

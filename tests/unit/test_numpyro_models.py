@@ -94,6 +94,7 @@ def change_point(y):  # the rate is built from jnp.arange(N): no minibatch's row
         numpyro.sample("y", dist.Poisson(rate), obs=y)
 
 
+@pytest.mark.filterwarnings("ignore:pplsamplers self-check")  # 10 draws: too few to judge
 def test_a_likelihood_that_cannot_be_subsampled_is_refused_and_autosampler_runs_nuts():
     with pytest.raises(ValueError, match=r"plate 'data' cannot be subsampled.*AutoSampler.*NUTS"):
         _mcmc(SGLD(change_point), COUNTS)
