@@ -29,19 +29,10 @@ not pick that kernel for the model.
 
 import pytest
 
-from tests.robustness.common import (
-    MEAN_TOL,
-    SD_TOL,
-    STRAIGHT_FLOW_KERNELS,
-    cell,
-    sampler_names,
-)
+from tests.robustness.common import STRAIGHT_FLOW_KERNELS, cell, group_verdict, sampler_names
 
 pytestmark = [pytest.mark.robustness, pytest.mark.runtime_bound]
 
-GROUP_TOL = 0.15
-"""Root mean square of |Δmean| / sd_ref over the group effects."""
-GROUP_SITES = ("z",)
 SAMPLERS = ("boomerang", "hamcmc", "sbps", "sgld", "auto")
 
 
@@ -50,29 +41,9 @@ def _cells() -> list[tuple[str, str]]:
     return [(name, "mixed_1k") for name in SAMPLERS]
 
 
-def _verdict(sampler: str, model: str) -> tuple[bool, str]:
-    result = cell(sampler, model)
-    if result.error is not None:
-        return False, result.describe()
-    globals_ = [s for s in result.mean_err if s not in GROUP_SITES]
-    worst_mean = max(result.mean_err[s] for s in globals_)
-    worst_sd = max(result.sd_err[s] for s in globals_)
-    rms_mean = max(result.rms_mean_err[s] for s in GROUP_SITES)
-    rms_sd = max(result.rms_sd_err[s] for s in GROUP_SITES)
-    ok = worst_mean <= MEAN_TOL and worst_sd <= SD_TOL and rms_mean <= GROUP_TOL
-    ok = ok and rms_sd <= SD_TOL
-    line = (
-        f"{sampler} on {model}: globals max |Δmean|/sd {worst_mean:.3g}, max |sd ratio − 1| "
-        f"{worst_sd:.3g}; group effects RMS |Δmean|/sd {rms_mean:.3g}, RMS |sd ratio − 1| "
-        f"{rms_sd:.3g}; {result.seconds:.0f} s; self-check "
-        f"{'warned: ' + result.warnings[0] if result.warned else 'silent'}"
-    )
-    return ok, line
-
-
 @pytest.mark.parametrize("sampler, model", _cells())
 def test_mixed_model_defaults_within_tolerance(sampler: str, model: str) -> None:
-    ok, line = _verdict(sampler, model)
+    ok, line = group_verdict(sampler, model)
     if not ok and sampler in STRAIGHT_FLOW_KERNELS:
         chosen = cell("auto", model).chosen
         assert cell(sampler, model).warned, "a slow kernel missed without a warning: " + line
@@ -83,7 +54,7 @@ def test_mixed_model_defaults_within_tolerance(sampler: str, model: str) -> None
 
 @pytest.mark.parametrize("sampler, model", _cells())
 def test_mixed_model_miss_is_flagged(sampler: str, model: str) -> None:
-    ok, line = _verdict(sampler, model)
+    ok, line = group_verdict(sampler, model)
     assert ok or cell(sampler, model).warned, "a wrong run went without a warning: " + line
 
 
