@@ -13,7 +13,11 @@ rise of U with the trapezoid rule's prediction from the gradients at both ends,
     U(x + s) − U(x)   against   ½ (∇U(x) + ∇U(x + s))·s,                                (1)
 
 whose error is O(|s|³) for a smooth U: a mismatch above ``JUMP_NATS`` nats and half the
-rise is a jump the gradients do not see.  U is read on a fixed random subset of at most
+rise is a jump the gradients do not see — or a smooth U curved on a scale shorter than the
+step (a horseshoe's or a funnel's neck).  A suspect direction is therefore read again in
+``PIECES`` pieces: for a smooth U the summed mismatch of (1) over the pieces falls as
+1/``PIECES``², while a jump (or a staircase of them) keeps its full size in the piece that
+holds it, so only a mismatch that survives the refinement is a jump.  U is read on a fixed random subset of at most
 ``CHECK_DATA`` rows, each weighted N / size (a jump in a latent that many rows read shows
 on any subset), so the check costs the same at every N.  A rise to +∞ a short step from the mode is an edge
 of the support that the gradients do not see either.  Both raise
@@ -45,6 +49,10 @@ STEP = 0.5
 """Probe step, in Laplace posterior sds, at most a unit step of the unconstrained x."""
 
 
+PIECES = 16
+"""Pieces a suspect probe step is cut into to tell a jump from strong curvature."""
+
+
 @partial(jax.jit, static_argnums=0)
 def _mismatch(estimator: Estimator, x: Array, steps: Array) -> tuple[Array, Array]:
     """(|rise − trapezoid| of (1), rise) for each row of ``steps``."""
@@ -54,6 +62,24 @@ def _mismatch(estimator: Estimator, x: Array, steps: Array) -> tuple[Array, Arra
         rise = estimator.full_value_difference(x + step, x)
         end = estimator.full_value_and_grad(x + step)[1]
         return jnp.abs(rise - 0.5 * (gradient + end) @ step), rise
+
+    return jax.lax.map(one, steps)
+
+
+@partial(jax.jit, static_argnums=0)
+def _refined_mismatch(estimator: Estimator, x: Array, steps: Array) -> tuple[Array, Array]:
+    """(Σ |rise − trapezoid| of (1), Σ |rise|) over ``PIECES`` equal pieces of each step."""
+    fractions = jnp.linspace(0.0, 1.0, PIECES + 1, dtype=x.dtype)
+
+    def one(step: Array) -> tuple[Array, Array]:
+        points = x + fractions[:, None] * step
+        slopes = jax.lax.map(lambda p: estimator.full_value_and_grad(p)[1] @ step, points)
+        rises = jax.lax.map(
+            lambda pair: estimator.full_value_difference(pair[1], pair[0]),
+            jnp.stack([points[:-1], points[1:]], axis=1),
+        )
+        trapezoid = 0.5 * (slopes[1:] + slopes[:-1]) / PIECES
+        return jnp.sum(jnp.abs(rises - trapezoid)), jnp.sum(jnp.abs(rises))
 
     return jax.lax.map(one, steps)
 
@@ -99,9 +125,14 @@ def smoothness_check(
     subset_key, coordinate_key = jax.random.split(rng_key)
     subset = on_a_subset(subset_key, estimator, min(estimator.N, CHECK_DATA))
     steps, coords = probe_steps(whitening, estimator.dim, coordinate_key)
-    mismatch, rise = (np.asarray(a, float) for a in _mismatch(subset, x, steps))
+    mismatch, rise = (np.array(a, float) for a in _mismatch(subset, x, steps))
     edge = ~np.isfinite(rise)
     jump = np.isfinite(rise) & (mismatch > np.maximum(JUMP_NATS, 0.5 * np.abs(rise)))
+    if jump.any():  # a jump, or curvature on a scale shorter than the step: read in pieces
+        suspects = np.flatnonzero(jump)
+        fine, total = (np.asarray(a, float) for a in _refined_mismatch(subset, x, steps[suspects]))
+        jump[suspects] = fine > np.maximum(JUMP_NATS, 0.5 * total)
+        mismatch[suspects], rise[suspects] = fine, np.sign(rise[suspects]) * total
     if not (edge.any() or jump.any()):
         return
     j = int(np.argmax(np.where(jump, mismatch, -np.inf))) if jump.any() else int(np.argmax(edge))
@@ -125,4 +156,4 @@ def smoothness_check(
     )
 
 
-__all__ = ["JUMP_NATS", "smoothness_check"]
+__all__ = ["JUMP_NATS", "PIECES", "smoothness_check"]
