@@ -29,7 +29,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from pplsamplers.diagnostics.health import chain_health, chain_list, convergence
+from pplsamplers.diagnostics.health import (
+    chain_health,
+    chain_list,
+    convergence,
+    stuck_coordinates,
+)
 from pplsamplers.diagnostics.names import coordinate_names
 from pplsamplers.diagnostics.stein_identities import SteinErrors, stein_errors
 from pplsamplers.estimator import Potential
@@ -97,6 +102,7 @@ _FIXES = MappingProxyType(
         "rhat": ("more warmup and draws",),
         "ess": ("more warmup and draws",),
         "frozen": ("a smaller step",),
+        "stuck": ("another start (init_strategy)", "a non-centred parameterisation"),
         "diverged": ("a smaller step",),
         "nonfinite": ("a smaller step", "checking the data and the model's support"),
         "counts": ("a smaller step", "checking the data and the model's support"),
@@ -111,7 +117,7 @@ class SelfCheck:
     passed: bool
     warning: str
     failures: tuple[str, ...]
-    """Failed check names: stein_mean, stein_sd, stein_coherent_scale, rhat, ess, frozen,
+    """Failed check names: stein_mean, stein_sd, stein_coherent_scale, rhat, ess, frozen, stuck,
     diverged, nonfinite, or a key of ``counts``."""
     names: tuple[str, ...]
     rhat: np.ndarray
@@ -223,6 +229,7 @@ def self_check(
     whiten: str = "auto",
     alternatives: tuple[str, ...] = ("another sampler", "AutoSampler"),
     scores: Array | None = None,
+    constrained: bool = False,
 ) -> SelfCheck:
     """Check a finished run: convergence, frozen/diverged chains, full-data Stein identities.
 
@@ -245,6 +252,9 @@ def self_check(
     scores : unbiased estimates of s = −∇U at every draw (same shape as ``draws``), for a check
         on the draws a run kept with their minibatch scores (:mod:`pplsamplers.infer.monitor`):
         every draw is checked and ``potential`` is not read.
+    constrained : the draws are of the model's constrained sites, where a coordinate may be
+        constant (a one-category Dirichlet); otherwise they are unconstrained coordinates, and
+        one that never moved in a chain fails the check.
 
     Returns
     -------
@@ -327,6 +337,14 @@ def self_check(
         )
     if np.any(frozen):
         fails.append(("frozen", chain_list("frozen", frozen), "frozen"))
+    stuck = stuck_coordinates(draws) & ~frozen[:, None]
+    if not constrained and np.any(stuck):
+        j = int(np.argmax(np.any(stuck, axis=0)))
+        count = int(np.sum(np.any(stuck, axis=0)))
+        which = f"{names[j]}" + (f" and {count - 1} more" if count > 1 else "")
+        fails.append(
+            ("stuck", f"{which} never moved in {chain_list('', stuck[:, j])[:-1]}", "stuck")
+        )
     if np.any(diverged):
         fails.append(("diverged", chain_list("diverged", diverged), "diverged"))
     if np.sum(nonfinite) or stein_bad:

@@ -50,9 +50,19 @@ def chain_health(draws: np.ndarray, th: Any) -> tuple[np.ndarray, np.ndarray, np
     return nonfinite, frozen, diverged
 
 
+def stuck_coordinates(draws: np.ndarray) -> np.ndarray:
+    """(chains, D): the coordinates that never changed over a chain's draws.  No unconstrained
+    coordinate of a continuous posterior is constant, so one that is has not been sampled (a
+    chain adapted to a funnel's neck, a step below the coordinate's float resolution), while
+    R-hat and ESS are undefined on it and pass it over."""
+    if draws.shape[1] < 2:
+        return np.zeros((draws.shape[0], draws.shape[-1]), bool)
+    return np.all(draws[:, 1:] == draws[:, :1], axis=1) & np.all(np.isfinite(draws), axis=1)
+
+
 def chain_list(label: str, chains: np.ndarray) -> str:
     ids = ", ".join(map(str, np.flatnonzero(chains)))
     return f"chain{'s' if np.sum(chains) > 1 else ''} {ids} {label}"
 
 
-__all__ = ["chain_health", "chain_list", "convergence"]
+__all__ = ["chain_health", "chain_list", "convergence", "stuck_coordinates"]

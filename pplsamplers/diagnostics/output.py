@@ -94,7 +94,13 @@ def check_run(mcmc: Any, *, warn_user: bool = True, thin_to: int | None = None) 
         # no data plate: one "datum" is the whole data set; budget by its rows instead
         thin_to = default_thin_to(_rows(getattr(mcmc, "_args", ()), getattr(mcmc, "_kwargs", {})))
     result = self_check(
-        x, potential, counts=counts, thin_to=thin_to, names=names, alternatives=alternatives
+        x,
+        potential,
+        counts=counts,
+        thin_to=thin_to,
+        names=names,
+        alternatives=alternatives,
+        constrained=potential is None,
     )
     mcmc.sampler.self_check_result = result
     if warn_user:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 from numpyro.infer import init_to_value
 
 from pplsamplers.model import ModelView, make_potential
@@ -25,7 +26,8 @@ from pplsamplers.warmup.options import SEED
 
 def nuts_start(view: ModelView) -> Callable | None:
     """NUTS's ``init_strategy``: the best mode of several searches, or ``None`` (NUTS's own
-    start) where the search did not converge or the model's potential cannot be built.
+    start) where the search did not converge, the mode is a funnel's neck (:func:`in_a_neck`)
+    or the model's potential cannot be built.
 
     Parameters
     ----------
@@ -49,9 +51,30 @@ def nuts_start(view: ModelView) -> Callable | None:
         )
     except (ValueError, RuntimeError):  # e.g. no valid start: NUTS reports it its own way
         return None
-    if not bool(search.result.converged):
+    if not bool(search.result.converged) or in_a_neck(potential.estimator, search.result.position):
         return None
     return init_to_value(values=potential.constrain(search.result.position))
+
+
+NECK_CURVATURE = 1e12
+"""Curvature of U (nats per unconstrained unit²) along a random direction above which a mode
+is a funnel's neck (a posterior sd below 10⁻⁶ there), not a place to start NUTS."""
+
+
+def in_a_neck(estimator: Any, mode: Any, directions: int = 4) -> bool:
+    """Whether U's curvature at ``mode`` along any of a few random unit directions exceeds
+    :data:`NECK_CURVATURE`.  A funnel's joint mode lies deep in its neck (Neal's funnel:
+    v = −40.5 where the mass is at v = 0 ± 3), and NUTS started there adapts its step to the
+    neck's width and never leaves; NUTS's own random start does not have that problem."""
+    grad = lambda x: estimator.full_value_and_grad(x)[1]  # noqa: E731
+    keys = jax.random.split(jax.random.PRNGKey(SEED + 8), directions)
+    for key in keys:
+        e = jax.random.normal(key, mode.shape, mode.dtype)
+        e = e / jnp.linalg.norm(e)
+        curvature = float(e @ jax.jvp(grad, (mode,), (e,))[1])
+        if not curvature < NECK_CURVATURE:  # NaN included
+            return True
+    return False
 
 
 def with_nuts_start(options: dict[str, Any], view: Any) -> dict[str, Any]:
@@ -63,4 +86,4 @@ def with_nuts_start(options: dict[str, Any], view: Any) -> dict[str, Any]:
     return {**options, "init_strategy": nuts_start(view)}  # None: NUTS's own
 
 
-__all__ = ["nuts_start", "with_nuts_start"]
+__all__ = ["NECK_CURVATURE", "in_a_neck", "nuts_start", "with_nuts_start"]

@@ -107,3 +107,29 @@ def test_self_check_false_is_numpyro_nuts():
     mcmc = MCMC(kernel, num_warmup=50, num_samples=50, progress_bar=False)
     mcmc.run(jax.random.PRNGKey(0), X)
     assert mcmc.last_state.monitor is None and kernel.self_check_result is None
+
+
+def funnel():
+    v = numpyro.sample("v", dist.Normal(0.0, 3.0))
+    numpyro.sample("x", dist.Normal(jnp.zeros(9), jnp.exp(v / 2)))
+
+
+def test_nuts_is_not_started_in_a_funnels_neck():
+    """Neal's funnel's joint mode is v = −40.5 (the mass is at 0 ± 3): NUTS started there
+    adapted its step to the neck and v never moved, so AutoSampler leaves NUTS its own start
+    where the mode's curvature says it is a neck, and keeps the mode start elsewhere."""
+    from pplsamplers.model import make_potential
+    from pplsamplers.select.start import in_a_neck
+
+    potential = make_potential(funnel)
+    neck = potential.unconstrain({"v": jnp.array(-40.5), "x": jnp.zeros(9)})
+    assert in_a_neck(potential.estimator, neck)
+    assert not in_a_neck(
+        potential.estimator, potential.unconstrain({"v": jnp.array(0.0), "x": jnp.zeros(9)})
+    )
+    normal = make_potential(gaussian, (X,))
+    assert not in_a_neck(normal.estimator, normal.unconstrain({"mu": jnp.asarray(X.mean(0))}))
+    sampler = AutoSampler(funnel)
+    sampler.decide(())
+    assert sampler.decision.kernel == "nuts"
+    assert "init_to_value" not in repr(sampler.delegate._init_strategy)

@@ -364,3 +364,18 @@ def test_check_run_budgets_a_plateless_model_by_its_rows():
         result = check_run(mcmc, warn_user=False)
     assert mcmc.sampler.setup.potential.N == 1
     assert result.stein.num_draws == default_thin_to(rows) < 1000
+
+
+def test_a_coordinate_that_never_moved_fails_although_r_hat_and_ess_skip_it():
+    """NUTS started at Neal's funnel's joint mode (v = −40.5) adapts its step to the neck and
+    v never moves: R-hat and ESS are undefined on a constant and pass it over, and the chains
+    are not frozen (the other coordinates move).  An unconstrained coordinate that never moved
+    fails; a constant constrained site (a one-category simplex) does not."""
+    rng = np.random.default_rng(0)
+    draws = rng.normal(size=(2, 500, 3))
+    draws[:, :, 1] = -40.5
+    names = ["x[0]", "v", "x[1]"]
+    result = self_check(draws, None, names=names)
+    assert "stuck" in result.failures and "v never moved in chains 0, 1" in result.warning
+    assert not result.frozen_chains
+    assert self_check(draws, None, names=names, constrained=True).passed
