@@ -93,8 +93,8 @@ class CheckedNUTS(NUTS):
         one = jax.tree.map(lambda a: a[0], state.z) if chains else state.z
         flat = ravel_pytree(one)[0]
         plan = plan_exact(mcmc, flat.size) if self.self_check else None
-        if plan != self._plan or self._report is None:  # NumPyro's sequential chains each
-            names = site_names({site: jnp.shape(v) for site, v in one.items()})  # init once
+        if plan != self._plan or self._report is None:  # one Reporter for the run's chains
+            names = site_names({site: jnp.shape(v) for site, v in one.items()})
             self._report = Reporter(plan, tuple(names), self) if plan is not None else None
         self._plan, monitor = plan, None
         if plan is not None:
