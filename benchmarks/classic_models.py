@@ -1,0 +1,132 @@
+"""Every sampler with its defaults on the classic non-Gaussian posteriors of NumPyro's examples.
+
+Small-N models whose geometry is not Gaussian, which NumPyro's own examples and MCMC tests
+run, so that a user is likely to try them:
+
+* ``eight_nc``, ``eight_c``: eight schools, non-centred and centred (a funnel in τ);
+* ``funnel``: Neal's funnel, v ~ N(0, 3), x_i | v ~ N(0, e^(v/2)), i = 1..9 (exact reference:
+  v's mean 0 and sd 3, each x_i's mean 0 and sd e^(9/4));
+* ``horseshoe``: a horseshoe regression (HalfCauchy global and local scales), 200 rows and
+  10 raw coefficients of which two are non-zero.
+
+The question is the package's promise on them: each kernel at its defaults either gets them
+right, refuses them with the reason, or warns; AutoSampler gets them right or warns.  Each
+cell runs as ``benchmarks/model_sweep.py`` runs its cells (2 vectorised chains × (300 + 500),
+``check_run``) and prints ``max |Δmean|/sd_ref``, ``max |sd ratio − 1|``, wall seconds,
+``ok``/``MISS`` and ``warn``/``quiet``; ``MISS quiet`` is a silent wrong answer, ``ERROR`` a
+refusal with its reason.  The references other than the funnel's are NumPyro NUTS (2 × 3000
+draws at ``target_accept_prob=0.95``), cached in ``--cache``.
+
+    .venv/bin/python benchmarks/classic_models.py
+    .venv/bin/python benchmarks/classic_models.py --models funnel --samplers boomerang auto
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import numpyro  # noqa: E402
+import numpyro.distributions as dist  # noqa: E402
+from numpyro.infer import MCMC, NUTS  # noqa: E402
+
+from benchmarks.model_sweep import SEED, run_cell  # noqa: E402 - float64, as that sweep
+from tests.robustness.common import sampler_names  # noqa: E402
+
+SCHOOLS_Y = jnp.array([28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0])
+SCHOOLS_SIGMA = jnp.array([15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0])
+
+
+def eight_nc(y, sigma):
+    mu = numpyro.sample("mu", dist.Normal(0.0, 5.0))
+    tau = numpyro.sample("tau", dist.HalfCauchy(5.0))
+    with numpyro.plate("schools", y.shape[0]):
+        theta = numpyro.sample("theta_t", dist.Normal(0.0, 1.0))
+        numpyro.sample("obs", dist.Normal(mu + tau * theta, sigma), obs=y)
+
+
+def eight_c(y, sigma):
+    mu = numpyro.sample("mu", dist.Normal(0.0, 5.0))
+    tau = numpyro.sample("tau", dist.HalfCauchy(5.0))
+    with numpyro.plate("schools", y.shape[0]):
+        theta = numpyro.sample("theta", dist.Normal(mu, tau))
+        numpyro.sample("obs", dist.Normal(theta, sigma), obs=y)
+
+
+def funnel():
+    v = numpyro.sample("v", dist.Normal(0.0, 3.0))
+    numpyro.sample("x", dist.Normal(jnp.zeros(9), jnp.exp(v / 2)))
+
+
+def horseshoe(X, y):
+    tau = numpyro.sample("tau", dist.HalfCauchy(1.0))
+    lam = numpyro.sample("lam", dist.HalfCauchy(jnp.ones(X.shape[1])))
+    b = numpyro.sample("b", dist.Normal(0.0, 1.0).expand([X.shape[1]]).to_event(1))
+    with numpyro.plate("data", X.shape[0]):
+        numpyro.sample("y", dist.Normal(X @ (tau * lam * b), 1.0), obs=y)
+
+
+def make_data(seed: int = 0) -> dict[str, tuple]:
+    """``{name: (model, args)}`` (module docstring)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(200, 10))
+    coefficients = np.zeros(10)
+    coefficients[:2] = (2.0, -1.5)
+    y = X @ coefficients + rng.normal(size=200)
+    schools = (SCHOOLS_Y, SCHOOLS_SIGMA)
+    return {
+        "eight_nc": (eight_nc, schools),
+        "eight_c": (eight_c, schools),
+        "funnel": (funnel, ()),
+        "horseshoe": (horseshoe, (jnp.asarray(X), jnp.asarray(y))),
+    }
+
+
+def reference(name: str, model, args: tuple, cache: Path) -> dict:
+    """``{site: (mean, sd)}``: exact for the funnel, else NUTS cached as JSON."""
+    if name == "funnel":
+        return {"v": (np.zeros(()), np.full((), 3.0)), "x": (np.zeros(9), np.full(9, np.exp(2.25)))}
+    path = cache / f"{name}_nuts.json"
+    if not path.exists():
+        mcmc = MCMC(NUTS(model, target_accept_prob=0.95), num_warmup=2000, num_samples=3000,
+                    num_chains=2, chain_method="sequential", progress_bar=False)  # fmt: skip
+        mcmc.run(jax.random.key(1), *args)
+        stored = {k: [np.mean(v, 0).tolist(), np.std(v, 0).tolist()]
+                  for k, v in mcmc.get_samples().items()}  # fmt: skip
+        cache.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(stored))
+    return {k: (np.asarray(m), np.asarray(s)) for k, (m, s) in json.loads(path.read_text()).items()}
+
+
+def main() -> None:
+    data = make_data()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", nargs="*", default=list(data), choices=list(data))
+    parser.add_argument("--samplers", nargs="*", default=None, help="default: all but NUTS")
+    parser.add_argument("--cache", type=Path, default=ROOT / "benchmarks" / ".classic_models")
+    args = parser.parse_args()
+    misses = silent = 0
+    print(f"{'model':10s} {'sampler':10s} {'mean err':>8s} {'sd err':>8s}  wall  verdict")
+    for name in args.models:
+        model, model_args = data[name]
+        ref = reference(name, model, model_args, args.cache)
+        for sampler in args.samplers or sampler_names():
+            line = run_cell(sampler, model, model_args, ref, SEED)
+            misses += "MISS" in line
+            silent += "MISS quiet" in line
+            print(f"{name:10s} {sampler:10s} {line}", flush=True)
+        jax.clear_caches()
+    print(f"\n{misses} cells miss; {silent} silently.")
+
+
+if __name__ == "__main__":
+    main()
