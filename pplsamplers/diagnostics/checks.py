@@ -230,6 +230,7 @@ def self_check(
     alternatives: tuple[str, ...] = ("another sampler", "AutoSampler"),
     scores: Array | None = None,
     constrained: bool = False,
+    counted_draws: int | None = None,
 ) -> SelfCheck:
     """Check a finished run: convergence, frozen/diverged chains, full-data Stein identities.
 
@@ -252,6 +253,7 @@ def self_check(
     scores : unbiased estimates of s = −∇U at every draw (same shape as ``draws``), for a check
         on the draws a run kept with their minibatch scores (:mod:`pplsamplers.infer.monitor`):
         every draw is checked and ``potential`` is not read.
+    counted_draws : the draws per chain ``counts`` were counted over (``None``: the draws given).
     constrained : the draws are of the model's constrained sites, where a coordinate may be
         constant (a one-category Dirichlet); otherwise they are unconstrained coordinates, and
         one that never moved in a chain fails the check.
@@ -353,7 +355,7 @@ def self_check(
             f"non-finite potential at {stein_bad} of the checked draws" if stein_bad else ""
         )
         fails.append(("nonfinite", what, "nonfinite"))
-    allowed = MAX_REJECTED_FRACTION * draws.shape[0] * draws.shape[1]
+    allowed = MAX_REJECTED_FRACTION * draws.shape[0] * (counted_draws or draws.shape[1])
     for key, total in totals.items():
         if total > allowed:
             fails.append((key, f"{total} steps {key}", "counts"))

@@ -174,6 +174,7 @@ class Reporter:
             scores=None if np.isnan(scores).all() else scores,
             names=self.names,
             counts={counted: rejected} if counted else {},
+            counted_draws=self.plan.num_samples,
             alternatives=getattr(self.owner, "check_alternatives", ("another sampler",)),
         )
         self.owner.self_check_result = result

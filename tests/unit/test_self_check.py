@@ -379,3 +379,13 @@ def test_a_coordinate_that_never_moved_fails_although_r_hat_and_ess_skip_it():
     assert "stuck" in result.failures and "v never moved in chains 0, 1" in result.warning
     assert not result.frozen_chains
     assert self_check(draws, None, names=names, constrained=True).passed
+
+
+def test_counts_are_a_fraction_of_the_draws_they_were_counted_over():
+    """A run keeps 200 of its 500 draws per chain for the check but counts its rejected steps
+    (or NUTS's divergences) over all 500: one in 1000 is within the allowed fraction (10⁻³),
+    two are not."""
+    kept = EXACT[:, :200]
+    assert self_check(kept, GAUSS, counts={"divergent": [1, 0]}, counted_draws=500).passed
+    assert not self_check(kept, GAUSS, counts={"divergent": [1, 1]}, counted_draws=500).passed
+    assert not self_check(kept, GAUSS, counts={"divergent": [1, 0]}).passed  # 1 in 400
