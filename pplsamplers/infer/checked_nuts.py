@@ -29,7 +29,15 @@ from numpyro.infer.hmc import HMCState
 from numpyro.util import is_prng_key
 
 from pplsamplers.diagnostics.names import site_names
-from pplsamplers.infer.monitor import Monitor, Reporter, RunPlan, driving_mcmc, plan_exact
+from pplsamplers.infer.monitor import (
+    Monitor,
+    Reporter,
+    RunPlan,
+    driving_mcmc,
+    empty_monitor,
+    plan_exact,
+    report_at_last_draw,
+)
 
 CheckedState = namedtuple("CheckedState", HMCState._fields + ("monitor",))
 """NumPyro's ``HMCState`` and the run's :class:`~pplsamplers.infer.monitor.Monitor` (``None``
@@ -98,8 +106,8 @@ class CheckedNUTS(NUTS):
             self._report = Reporter(plan, tuple(names), self) if plan is not None else None
         self._plan, monitor = plan, None
         if plan is not None:
-            zeros = jnp.zeros(chains + (plan.kept, flat.size), flat.dtype)
-            monitor = Monitor(zeros, zeros, jnp.zeros(chains, jnp.int32))
+            empty = empty_monitor(plan, flat.size, flat.dtype)
+            monitor = jax.tree.map(lambda a: jnp.broadcast_to(a, chains + a.shape), empty)
         return CheckedState(*state, monitor)
 
     def sample(self, state: CheckedState, model_args: tuple, model_kwargs: dict) -> CheckedState:
@@ -112,16 +120,8 @@ class CheckedNUTS(NUTS):
         keep = partial(_keep, plan)
         monitor = (jax.vmap(keep) if chains else keep)(new, monitor)
         post = (new.i[0] if chains else new.i) - 1 - plan.num_warmup
-        last = (post >= 0) & ((post + 1) % plan.num_samples == 0)
-        batch = (lambda a: a) if chains else (lambda a: a[None])
-        jax.lax.cond(
-            last,
-            lambda m: jax.debug.callback(
-                self._report_draws, batch(m.draws), batch(m.scores), batch(m.rejected)
-            ),
-            lambda m: None,
-            monitor,
-        )
+        batched = monitor if chains else jax.tree.map(lambda a: a[None], monitor)
+        last = report_at_last_draw(plan, post, batched, batched.rejected, self._report_draws)
         return CheckedState(*new, monitor._replace(rejected=jnp.where(last, 0, monitor.rejected)))
 
     def _report_draws(self, draws: Any, scores: Any, divergent: Any) -> None:

@@ -25,6 +25,7 @@ import threading
 import warnings
 from typing import Any, NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from numpyro.infer import MCMC
@@ -145,6 +146,23 @@ def keep_draw(
     )
 
 
+def report_at_last_draw(
+    plan: RunPlan, post: Array, monitor: Monitor, rejected: Array, report: Any
+) -> Array:
+    """Hand the kept draws, their scores and ``rejected`` (leading chain axis) to ``report``
+    from inside the sampling program if ``post`` (the post-warmup draw number) is the run's
+    last draw; returns whether it was."""
+    last = (post >= 0) & ((post + 1) % plan.num_samples == 0)
+    jax.lax.cond(
+        last,
+        lambda m, r: jax.debug.callback(report, m.draws, m.scores, r),
+        lambda m, r: None,
+        monitor,
+        rejected,
+    )
+    return last
+
+
 class Reporter:
     """Runs the self-check on a run's kept draws when the sampling program reports them, and
     warns in one line when it fails.  Chains that report separately (NumPyro's sequential and
@@ -201,5 +219,6 @@ __all__ = [
     "last_result",
     "plan_exact",
     "plan_run",
+    "report_at_last_draw",
     "score_estimator",
 ]

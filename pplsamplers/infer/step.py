@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from pplsamplers.estimator import Estimator, Whitening, whiten, with_clipped_gradient
-from pplsamplers.infer.monitor import RunPlan, keep_draw
+from pplsamplers.infer.monitor import RunPlan, keep_draw, report_at_last_draw
 from pplsamplers.infer.state import info_of, with_info
 from pplsamplers.kernels.sgmcmc.step_size import DIVERGENT_JUMP, gradient_clip_norm
 from pplsamplers.kernels.spec import Kernel, KernelSpec, WarmupWindow
@@ -203,14 +203,7 @@ def follow_run(stepper: Stepper, iteration: Array, states: Any, keys: Array) -> 
     states = _stage(keep, partial(keep_for_check, stepper, post), states, keys)
     monitor = states.monitor
     rejected = monitor.rejected + ((post >= 0) & states.diverging).astype(jnp.int32)
-    last = (post >= 0) & ((post + 1) % plan.num_samples == 0)
-    jax.lax.cond(
-        last,
-        lambda m, r: jax.debug.callback(stepper.report, m.draws, m.scores, r),
-        lambda m, r: None,
-        monitor,
-        rejected,
-    )
+    last = report_at_last_draw(plan, post, monitor, rejected, stepper.report)
     return states._replace(monitor=monitor._replace(rejected=jnp.where(last, 0, rejected)))
 
 
