@@ -24,7 +24,6 @@ draws at ``target_accept_prob=0.95``), cached in ``--cache``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -37,9 +36,8 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import numpyro  # noqa: E402
 import numpyro.distributions as dist  # noqa: E402
-from numpyro.infer import MCMC, NUTS  # noqa: E402
 
-from benchmarks.model_sweep import SEED, run_cell  # noqa: E402 - float64, as that sweep
+from benchmarks.model_sweep import SEED, nuts_reference, run_cell  # noqa: E402 - float64
 from tests.robustness.common import sampler_names  # noqa: E402
 
 SCHOOLS_Y = jnp.array([28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0])
@@ -95,16 +93,7 @@ def reference(name: str, model, args: tuple, cache: Path) -> dict:
     """``{site: (mean, sd)}``: exact for the funnel, else NUTS cached as JSON."""
     if name == "funnel":
         return {"v": (np.zeros(()), np.full((), 3.0)), "x": (np.zeros(9), np.full(9, np.exp(2.25)))}
-    path = cache / f"{name}_nuts.json"
-    if not path.exists():
-        mcmc = MCMC(NUTS(model, target_accept_prob=0.95), num_warmup=2000, num_samples=3000,
-                    num_chains=2, chain_method="sequential", progress_bar=False)  # fmt: skip
-        mcmc.run(jax.random.key(1), *args)
-        stored = {k: [np.mean(v, 0).tolist(), np.std(v, 0).tolist()]
-                  for k, v in mcmc.get_samples().items()}  # fmt: skip
-        cache.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(stored))
-    return {k: (np.asarray(m), np.asarray(s)) for k, (m, s) in json.loads(path.read_text()).items()}
+    return nuts_reference(name, model, args, cache, (2000, 3000), seed=1, target_accept_prob=0.95)
 
 
 def main() -> None:

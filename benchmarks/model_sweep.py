@@ -339,13 +339,17 @@ MODELS = (
 )
 
 
-def nuts_reference(name: str, model, args: tuple, cache: Path) -> dict:
-    """``{site: (mean, sd)}`` from NumPyro NUTS, 2 × (1000 + 2000), cached as JSON."""
+def nuts_reference(
+    name: str, model, args: tuple, cache: Path, draws: tuple[int, int] = (1000, 2000),
+    seed: int = 0, **nuts_options,
+) -> dict:  # fmt: skip
+    """``{site: (mean, sd)}`` from NumPyro NUTS, 2 × (warmup + samples) ``draws``, cached as
+    JSON; ``nuts_options`` go to ``NUTS`` (e.g. ``target_accept_prob``)."""
     path = cache / f"{name}_nuts.json"
     if not path.exists():
-        mcmc = MCMC(NUTS(model), num_warmup=1000, num_samples=2000, num_chains=2,
-                    chain_method="sequential", progress_bar=False)  # fmt: skip
-        mcmc.run(jax.random.key(0), *args)
+        mcmc = MCMC(NUTS(model, **nuts_options), num_warmup=draws[0], num_samples=draws[1],
+                    num_chains=2, chain_method="sequential", progress_bar=False)  # fmt: skip
+        mcmc.run(jax.random.key(seed), *args)
         stored = {k: [np.mean(v, 0).tolist(), np.std(v, 0).tolist()]
                   for k, v in mcmc.get_samples().items()}  # fmt: skip
         cache.mkdir(parents=True, exist_ok=True)
