@@ -42,11 +42,15 @@ class Blocks(NamedTuple):
         (G, k) indices of each group's coordinates.
     rows
         (G,) data rows per group.
+    datum_group
+        (N,) each datum's group, where it is known for every datum (else ``None``): with it,
+        :func:`gradient_moments` gives the per-example gradients' moments without forming them.
     """
 
     globals_: Array
     groups: Array
     rows: Array
+    datum_group: Array | None = None
 
     __hash__ = object.__hash__  # a static value for jax.jit, like an estimator
 
@@ -142,6 +146,48 @@ def block_hessian(gradient: Callable[[Array], Array], x: Array, blocks: Blocks) 
     C = by_global[:, blocks.globals_]
     B = jnp.moveaxis(by_global[:, blocks.groups], 0, -1)  # (G, k, p)
     return BlockHessian(blocks, 0.5 * (C + C.T), B, group_hessian(gradient, x, blocks))
+
+
+def gradient_moments(
+    per_datum: Callable[[Array], Array], x: Array, blocks: Blocks, datum_group: Array
+) -> tuple[Array, Array]:
+    """(mean, variance) over a minibatch of the per-example gradients ∇ℓ_i(x), for per-datum
+    terms ``per_datum(x) -> (ℓ_i(x))_i`` of which each reads the globals and its own group's
+    block only (``datum_group[i]``: its group).  The variance has ddof 1 (0 for one datum).
+
+    Each datum's gradient has p + k non-zero entries, and k + p forward-mode products give
+    them all: one per global coordinate, and one per *colour* (the c-th coordinate of every
+    group at once, which datum i sees only through its own group).  That is O((p + k) n)
+    work instead of the n reverse passes of D numbers each that the dense (n, D) per-example
+    gradients cost; the group moments are per-group sums (``segment_sum``), two-pass so
+    that float32 does not cancel.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> blocks = Blocks(jnp.array([0]), jnp.array([[1], [2]]), jnp.array([2, 1]))
+    >>> group = jnp.array([0, 0, 1])
+    >>> per_datum = lambda x: 0.5 * (x[0] + x[1:][group] - jnp.array([1.0, 2.0, 3.0])) ** 2
+    >>> mean, variance = gradient_moments(per_datum, jnp.zeros(3), blocks, group)
+    >>> mean.tolist(), variance.tolist()
+    ([-2.0, -1.0, -1.0], [1.0, 1.0, 3.0])
+    """
+    dim, (num_groups, k) = x.shape[0], blocks.groups.shape
+    p = blocks.globals_.shape[0]
+    basis = jnp.zeros((p, dim), x.dtype).at[jnp.arange(p), blocks.globals_].set(1.0)
+    colours = jnp.zeros((k, dim), x.dtype).at[jnp.arange(k)[:, None], blocks.groups.T].set(1.0)
+    _, linear = jax.linearize(per_datum, x)
+    derivatives = jax.vmap(linear)(jnp.concatenate([basis, colours]))  # (p + k, n)
+    n = derivatives.shape[1]
+    ddof = 1 if n > 1 else 0
+    on_globals, on_groups = derivatives[:p], derivatives[p:].T  # (p, n), (n, k)
+    segment = lambda values: jax.ops.segment_sum(values, datum_group, num_groups)
+    group_mean = segment(on_groups) / n  # (G, k): the other groups' data contribute zeros
+    within = segment((on_groups - group_mean[datum_group]) ** 2)
+    outside = (n - segment(jnp.ones(n, x.dtype)))[:, None] * group_mean**2
+    mean = blocks.join(jnp.mean(on_globals, 1), group_mean)
+    variance = blocks.join(jnp.var(on_globals, 1, ddof=ddof), (within + outside) / (n - ddof))
+    return mean, variance
 
 
 def inverse_root(matrix: Array, rel_floor: float) -> Array:
@@ -247,6 +293,7 @@ __all__ = [
     "Blocks",
     "block_hessian",
     "block_whitening",
+    "gradient_moments",
     "group_hessian",
     "inverse_root",
     "num_floored",

@@ -28,6 +28,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.scipy.linalg import solve_triangular
 
+from pplsamplers.estimator.blocks import gradient_moments
 from pplsamplers.types import Array, PRNGKey
 
 Terms = Callable[[Array, Array], tuple[Array, Array]]
@@ -137,6 +138,10 @@ class Estimator(NamedTuple):
         Minibatch gradients longer than this are scaled down to it (``inf``: never).
     partitioned_pass
         Full-data pass for data split over devices, or ``None``.
+    blocks
+        The globals and group blocks that each datum's term reads, with each datum's group
+        (:class:`~pplsamplers.estimator.blocks.Blocks`), or ``None``: with them
+        :meth:`per_example_moments` costs O((p + k) n), not O(n D).
     """
 
     model_terms: Terms
@@ -149,6 +154,7 @@ class Estimator(NamedTuple):
     cv: ControlVariate | None = None
     max_grad_norm: float = float("inf")
     partitioned_pass: PartitionedPass | None = None
+    blocks: Any = None
 
     # ------------------------------------------------------------------ the protocol
     @property
@@ -211,6 +217,20 @@ class Estimator(NamedTuple):
         gradient per index, vmapped (O(n D); reverse mode over the batch would be O(n² D))."""
         single = lambda i: jax.grad(lambda y: self.terms(y, i[None])[1][0])(x)
         return jax.vmap(single)(idx)
+
+    def per_example_moments(self, x: Array, idx: Array) -> tuple[Array, Array]:
+        """(mean, variance) over the minibatch ``idx`` of the per-example gradients ∇ℓ_i(x)
+        (variance with ddof 1): from the group structure where the estimator has it and its
+        whitening keeps each datum on the globals and its own group
+        (:func:`~pplsamplers.estimator.blocks.gradient_moments`), else from
+        :meth:`per_example_grads`."""
+        blocks, whitening = self.blocks, self.whitening
+        structured = blocks is not None and blocks.datum_group is not None
+        if structured and (whitening is None or not whitening.dense):
+            per_datum = lambda y: self.terms(y, idx)[1]
+            return gradient_moments(per_datum, x, blocks, blocks.datum_group[idx])
+        grads = self.per_example_grads(x, idx)
+        return jnp.mean(grads, 0), jnp.var(grads, 0, ddof=1 if idx.shape[0] > 1 else 0)
 
     def global_grad(self, x: Array) -> Array:
         """∇g(x): the gradient of the prior and Jacobian terms alone (no data)."""

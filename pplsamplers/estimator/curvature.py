@@ -106,8 +106,8 @@ def gradient_noise_variance(rng_key: PRNGKey, estimator: Estimator, x: Array) ->
     minibatch of per-example gradients (zero for a full batch; traceable)."""
     if estimator.full_batch:
         return jnp.zeros(estimator.dim, x.dtype)
-    grads = estimator.per_example_grads(x, estimator.sample_indices(rng_key))
-    return estimator.N**2 / estimator.n * jnp.var(grads, axis=0, ddof=1)
+    variance = estimator.per_example_moments(x, estimator.sample_indices(rng_key))[1]
+    return estimator.N**2 / estimator.n * variance
 
 
 @partial(jax.jit, static_argnums=0)

@@ -183,7 +183,7 @@ def noise_probe(
     def probe(point_key: PRNGKey, index_key: PRNGKey) -> Array:
         points = jax.random.normal(point_key, (num_points, potential.dim), dtype)
         idx = jnp.arange(N) if m == N else jax.random.randint(index_key, (m,), 0, N)
-        variance = lambda z: jnp.var(white.per_example_grads(z, idx), axis=0, ddof=1)
+        variance = lambda z: white.per_example_moments(z, idx)[1]
         return jnp.mean(lax.map(variance, points), axis=0)
 
     return float(jnp.max(probe(point_key, index_key)))

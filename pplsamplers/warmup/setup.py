@@ -278,6 +278,8 @@ def setup(
     estimated = isinstance(options.precondition, str)
     structure = stage.structure
     hessian = None if structure is None else structure.likelihood_hessian
+    if structure is not None:  # per-example gradient moments from the groups: O((p + k) n)
+        base = base._replace(blocks=structure.blocks)
     target = NOISE_TARGET if structure is None else STRUCTURED_NOISE_TARGET
     probe = base if anchor is None else with_control_variate(base, anchor, hessian)
     if n is None:

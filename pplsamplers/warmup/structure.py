@@ -74,11 +74,13 @@ def _local_sites(
 @partial(jax.jit, static_argnums=0)
 def _datum_groups(estimator, x: Array, directions: Array) -> Array:
     """Each datum's group for each local site, from directional derivatives along r and
-    r · group (−1 where the datum's derivative vanishes at x)."""
+    r · group (−1 where the datum's derivative vanishes at x, or the ratio is not near an
+    integer)."""
     derivatives = datum_directional(estimator, x, directions)  # (N, 2 S)
     first, second = derivatives[:, 0::2], derivatives[:, 1::2]
     known = jnp.abs(first) > 1e-9 * (1.0 + jnp.max(jnp.abs(first), axis=0))
     ratio = second / jnp.where(known, first, 1.0)
+    known = known & (jnp.abs(ratio - jnp.round(ratio)) < 0.25)  # else lost to rounding
     return jnp.where(known, jnp.round(ratio), -1).astype(jnp.int32)
 
 
@@ -125,10 +127,13 @@ def find_blocks(potential: Potential, x: Array, rng_key: PRNGKey) -> tuple[Block
     global_coords = np.flatnonzero(~local_coords)
     if global_coords.size > MAX_GLOBALS:
         return None, f"{global_coords.size} global latents (more than {MAX_GLOBALS})"
-    first = groups[:, 0]
-    rows = np.bincount(first[first >= 0], minlength=num_groups)
+    datum = groups.max(axis=1)  # the sites agree where both are known
+    rows = np.bincount(datum[datum >= 0], minlength=num_groups)
     names = ", ".join(f"'{name}'" for name, _, _ in local)
-    blocks = Blocks(jnp.asarray(global_coords), jnp.asarray(group_coords), jnp.asarray(rows))
+    known = jnp.asarray(datum) if np.all(datum >= 0) else None
+    blocks = Blocks(
+        jnp.asarray(global_coords), jnp.asarray(group_coords), jnp.asarray(rows), known
+    )
     return blocks, (
         f"{num_groups} groups of {group_coords.shape[1]} coordinates ({names}), "
         f"{global_coords.size} global; rows per group {int(rows.min())}–{int(rows.max())}"

@@ -222,3 +222,28 @@ def test_setup_uses_the_structure_and_says_so():
     assert result.estimator.cv.hessian is not None and result.curvature.shape == (105,)
     assert not result.refine_metric
     assert isinstance(result.structure.blocks, Blocks)
+
+
+@pytest.mark.filterwarnings("ignore:pplsamplers. subsample_size")
+@pytest.mark.parametrize("family, slope", [("logistic", False), ("poisson", True)])
+def test_per_example_moments_from_the_groups_match_the_dense_gradients(family, slope):
+    """The structured moments (k + p forward products) equal the mean and variance of the
+    dense (n, D) per-example gradients, in the kernel's whitened coordinates with the
+    second-order control variate, for one and two coordinates per group."""
+    args, kwargs = mixed_glm.load_data(
+        N=3_000, num_groups=60, family=family, slope=slope, dtype=jnp.float64
+    )
+    result = setup(SetupOptions(mixed_glm.model, subsample_size=300), args, kwargs)
+    estimator = result.kernel_estimator
+    blocks = estimator.blocks
+    assert blocks is not None and blocks.block_size == (2 if slope else 1)
+    group = np.asarray(args[1])
+    # the rows are shuffled once: each group keeps its number of rows
+    counts = np.bincount(np.asarray(blocks.datum_group), minlength=60)
+    np.testing.assert_array_equal(counts, np.bincount(group, minlength=60))
+    z = 0.7 * jax.random.normal(jax.random.key(0), (estimator.dim,), jnp.float64)
+    idx = estimator.sample_indices(jax.random.key(1))
+    mean, variance = jax.jit(estimator.per_example_moments)(z, idx)
+    dense = estimator.per_example_grads(z, idx)
+    np.testing.assert_allclose(mean, dense.mean(0), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(variance, dense.var(0, ddof=1), rtol=1e-8, atol=1e-12)

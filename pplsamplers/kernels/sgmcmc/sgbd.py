@@ -106,16 +106,18 @@ def init(rng_key: PRNGKey, position: Array, estimator: Estimator, params: SGBDPa
 def gradient_and_noise(estimator: Estimator, x: Array, idx: Array) -> tuple[Array, Array]:
     """Minibatch gradient of the log density ĝ = −∇Ũ and its per-coordinate sd τ.
 
-    Both come from one pass over the minibatch: the (n, D) per-example gradients of the
-    per-datum terms plus the gradient of the global (prior, Jacobian) term.  τ² =
+    Both come from the minibatch's per-example gradients (their mean and variance,
+    :meth:`~pplsamplers.estimator.Estimator.per_example_moments`; O((p + k) n) for a model with
+    group effects) plus the gradient of the global (prior, Jacobian) term.  τ² =
     (N²/n) Var_i(∂_j ℓ_i) is the variance of the estimator (indices drawn with replacement).
     A full batch is exact: τ = 0, and the plain gradient is used (no per-example pass).
     """
     if estimator.full_batch:
         return -estimator.grad(x, idx), jnp.zeros_like(x)
-    per_example = estimator.per_example_grads(x, idx)
-    gradient = estimator.global_grad(x) + (estimator.N / idx.shape[0]) * jnp.sum(per_example, 0)
-    return -gradient, jnp.sqrt(estimator.noise_variance(per_example.T))
+    mean, variance = estimator.per_example_moments(x, idx)
+    n = idx.shape[0]
+    gradient = estimator.global_grad(x) + estimator.N * mean
+    return -gradient, jnp.sqrt(estimator.N**2 / n * variance)
 
 
 def update_noise_average(
