@@ -131,9 +131,7 @@ def find_blocks(potential: Potential, x: Array, rng_key: PRNGKey) -> tuple[Block
     rows = np.bincount(datum[datum >= 0], minlength=num_groups)
     names = ", ".join(f"'{name}'" for name, _, _ in local)
     known = jnp.asarray(datum) if np.all(datum >= 0) else None
-    blocks = Blocks(
-        jnp.asarray(global_coords), jnp.asarray(group_coords), jnp.asarray(rows), known
-    )
+    blocks = Blocks(jnp.asarray(global_coords), jnp.asarray(group_coords), jnp.asarray(rows), known)
     return blocks, (
         f"{num_groups} groups of {group_coords.shape[1]} coordinates ({names}), "
         f"{global_coords.size} global; rows per group {int(rows.min())}–{int(rows.max())}"
