@@ -9,7 +9,8 @@ Each cell runs a sampler at its defaults, 2 vectorised chains × (300 + 500) dra
 the global latents (α, β, τ) at max |Δmean| / sd ≤ 0.25 and max |sd ratio − 1| ≤ 0.30, the
 group effects at root mean square |Δmean| / sd ≤ 0.15 and |sd ratio − 1| ≤ 0.30; a run
 outside must have warned, and no draw may be non-finite or frozen.  The cells: the Boomerang
-(the exact kernel on the arrowhead Gaussian), SGLD (the step-size family) and AutoSampler.
+(the exact kernel on the arrowhead Gaussian), SGLD (the step-size family), SGBD (which reads
+the per-example gradient variance, from k + p forward products here) and AutoSampler.
 
     .venv/bin/pytest -q tests/robustness/test_mixed_5k.py -p no:cacheprovider
 """
@@ -20,7 +21,7 @@ from tests.robustness.common import cell, group_verdict
 
 pytestmark = [pytest.mark.robustness, pytest.mark.runtime_bound]
 
-CELLS = [(name, "mixed_5k") for name in ("boomerang", "sgld", "auto")]
+CELLS = [(name, "mixed_5k") for name in ("boomerang", "sgld", "sgbd", "auto")]
 
 
 @pytest.mark.parametrize("sampler, model", CELLS)

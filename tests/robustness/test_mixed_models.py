@@ -13,11 +13,10 @@ Each cell runs a sampler at its defaults, 2 vectorised chains × (300 + 500) dra
   Monte Carlo error, not a bias);
 * a run outside either bound must have warned, and no draw is non-finite or frozen.
 
-The cells are the Boomerang, SBPS, SGLD, HAMCMC and AutoSampler (:data:`SAMPLERS`); the
-variants (pSGLD, SGRLD, pSBPS, σBPS) and BPS run on the same set-up, and BPS moves τ as SBPS
-does.  SGBD and cSGLD are left out: they need every datum's gradient at every step (n × D
-numbers) and 100 steps per draw at this D, about 10 s per draw here, beyond the suite's
-budget.
+The cells are the Boomerang, SBPS, SGLD, HAMCMC, SGBD, cSGLD and AutoSampler
+(:data:`SAMPLERS`); the variants (pSGLD, SGRLD, pSBPS, σBPS) and BPS run on the same set-up,
+and BPS moves τ as SBPS does.  SGBD and cSGLD read the minibatch's per-example gradient
+variance, which the group structure gives from k + p forward products.
 
 The straight-flow PDMPs (SBPS, BPS) move the group scale τ only through refreshments, so they
 need O(D) events per independent draw of τ and may miss in 2 × 500 draws.  For them the
@@ -33,7 +32,7 @@ from tests.robustness.common import STRAIGHT_FLOW_KERNELS, cell, group_verdict, 
 
 pytestmark = [pytest.mark.robustness, pytest.mark.runtime_bound]
 
-SAMPLERS = ("boomerang", "hamcmc", "sbps", "sgld", "auto")
+SAMPLERS = ("boomerang", "hamcmc", "sbps", "sgld", "sgbd", "csgld", "auto")
 
 
 def _cells() -> list[tuple[str, str]]:
