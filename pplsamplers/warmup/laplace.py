@@ -261,10 +261,31 @@ def _quasi_newton(
     return point, decrement, iterations
 
 
+def _finite(point: tuple) -> bool:
+    return bool(np.isfinite(point[1]) and np.all(np.isfinite(point[2])))
+
+
+def _best_start(estimator: Estimator, blocks: Blocks, starts: tuple[Array, ...]) -> tuple | None:
+    """:func:`_evaluate` at the start with the lowest f of (1), or ``None`` where f is not
+    finite at any.  A centred model's joint mode lies deep in the funnel's neck (the group
+    scale at e⁻⁴⁰, where 1/τ² overflows float32): f, which rises without bound toward the
+    neck, is larger there than at any start in the mass, or not finite at all."""
+    best = None
+    for x0 in starts:
+        point = _evaluate(estimator, blocks, x0)
+        if _finite(point) and (best is None or _rise(estimator, point, best) < 0.0):
+            best = point
+    return best
+
+
 def nested_laplace(
-    estimator: Estimator, blocks: Blocks, x0: Array, max_steps: int = BFGS_STEPS
-) -> NestedLaplace:
-    """The marginal mode of the globals under (1), from ``x0`` (module docstring).
+    estimator: Estimator,
+    blocks: Blocks,
+    starts: Array | tuple[Array, ...],
+    max_steps: int = BFGS_STEPS,
+) -> NestedLaplace | None:
+    """The marginal mode of the globals under (1) (module docstring), or ``None`` where f is
+    not finite at any start or at the end.
 
     BFGS from the Schur complement's inverse to a decrement of ``FULL_STEP`` sds, then Newton
     steps with f's own curvature (central differences of (2)) to ``TOLERANCE``.
@@ -275,17 +296,25 @@ def nested_laplace(
         The full-batch estimator of U in the model's coordinates.
     blocks
         The global and group coordinates (:func:`~pplsamplers.warmup.structure.find_blocks`).
-    x0
-        The start (the joint mode search's end point, or the model's initial point).
+    starts
+        One start or several (the joint mode search's end point, the model's initial point):
+        the search begins at the one with the lowest f.
     max_steps
         Quasi-Newton iterations over θ, at most.
     """
-    point = _evaluate(estimator, blocks, x0)
+    starts = (starts,) if isinstance(starts, jax.Array | np.ndarray) else tuple(starts)
+    point = _best_start(estimator, blocks, starts)
+    if point is None:
+        return None
     inverse = _positive_inverse(schur_complement(point[3]))
     point, decrement, iterations = _quasi_newton(estimator, blocks, point, inverse, max_steps)
     for _ in range(3):  # Newton with f's curvature: the BFGS metric's decrement is unreliable
         guess = np.asarray(inverse_root(schur_complement(point[3]), REL_FLOOR), float)
+        if not np.all(np.isfinite(guess)):
+            return None
         precision = _curvature(estimator, blocks, point[0], guess)
+        if not (_finite(point) and np.all(np.isfinite(precision))):
+            return None
         inverse = _positive_inverse(precision)
         point, decrement, steps = _quasi_newton(estimator, blocks, point, inverse, 1)
         iterations += steps

@@ -89,7 +89,8 @@ def structured_fit(
     potential: Potential, start: Array, rng_key: PRNGKey
 ) -> tuple[StructuredFit | None, str]:
     """The structured Gaussian approximation (module docstring) from ``start`` (the joint
-    mode search's end point), or ``None`` and why the model does not qualify.
+    mode search's end point) or the model's initial point, whichever has the lower Laplace
+    marginal, or ``None`` and why the model does not qualify.
 
     Examples
     --------
@@ -106,7 +107,9 @@ def structured_fit(
     if blocks is None:
         return None, found
     estimator = potential.estimator
-    fit = nested_laplace(estimator, blocks, start)
+    fit = nested_laplace(estimator, blocks, (start, potential.init_position))
+    if fit is None:
+        return None, "the groups' Laplace marginal is not finite at the mode or the start"
     couples = coupling_check(potential, fit.center, fit.hessian, check_key)
     if couples is not None:
         return None, couples

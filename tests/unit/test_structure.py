@@ -247,3 +247,28 @@ def test_per_example_moments_from_the_groups_match_the_dense_gradients(family, s
     dense = estimator.per_example_grads(z, idx)
     np.testing.assert_allclose(mean, dense.mean(0), rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(variance, dense.var(0, ddof=1), rtol=1e-8, atol=1e-12)
+
+
+def test_nested_laplace_leaves_a_centred_models_neck():
+    """A centred model's joint mode is the funnel's neck (τ → 0, where 1/τ² overflows):
+    from there alone the Laplace marginal is not finite and the search gives up, and with the
+    model's initial point beside it the search starts there and finds the same centre."""
+
+    def centred(y, group, num_groups):
+        mu = numpyro.sample("mu", dist.Normal(0.0, 10.0))
+        tau = numpyro.sample("tau", dist.HalfNormal(2.0))
+        with numpyro.plate("groups", num_groups):
+            u = numpyro.sample("u", dist.Normal(mu, tau))
+        with numpyro.plate("data", y.shape[0]):
+            numpyro.sample("y", dist.Normal(u[group], 1.0), obs=y)
+
+    args, kwargs = normal_data(num_groups=20)
+    potential = make_potential(centred, args, kwargs)
+    init = potential.init_position
+    blocks, _ = find_blocks(potential, init, jax.random.key(0))
+    neck = init.at[blocks.globals_[1]].set(-400.0)  # log τ: 1/τ² = e⁸⁰⁰ overflows
+    assert nested_laplace(potential.estimator, blocks, neck) is None
+    both = nested_laplace(potential.estimator, blocks, (neck, init))
+    alone = nested_laplace(potential.estimator, blocks, init)
+    assert both.converged and alone.converged
+    np.testing.assert_allclose(both.center, alone.center, atol=1e-6)
