@@ -66,13 +66,16 @@ def load_data(
     return args, {"num_groups": num_groups}
 
 
-def _conditional(tau: float, X, group, y, num_groups: int, noise_sd: float) -> tuple:
-    """Given τ: (log p(y | τ), the mean of θ, the marginal variances of θ), θ = (α, β, z)."""
+def _conditional(
+    tau: float, X, group, y, num_groups: int, noise_sd: float, prior_sd: float = PRIOR_SD
+) -> tuple:
+    """Given τ and σ: (log p(y | τ, σ), the mean of θ, the marginal variances of θ),
+    θ = (α, β, z), with α, β ~ N(0, ``prior_sd``²)."""
     s2 = noise_sd**2
     B = np.column_stack([np.ones(len(y)), X])  # the border columns (α, β)
     k = B.shape[1]
     counts = np.bincount(group, minlength=num_groups).astype(float)
-    A11 = np.eye(k) / PRIOR_SD**2 + B.T @ B / s2
+    A11 = np.eye(k) / prior_sd**2 + B.T @ B / s2
     A21 = np.zeros((num_groups, k))
     np.add.at(A21, group, B)
     A21 *= tau / s2
@@ -86,41 +89,86 @@ def _conditional(tau: float, X, group, y, num_groups: int, noise_sd: float) -> t
     V = A21 / D[:, None]
     var2 = 1.0 / D + np.einsum("gi,ij,gj->g", V, S_inv, V)
     log_det_P = np.linalg.slogdet(S)[1] + np.sum(np.log(D))
-    log_det_prior = -2 * k * np.log(PRIOR_SD)
+    log_det_prior = -2 * k * np.log(prior_sd)
     quad = y @ y / s2 - (b1 @ m1 + b2 @ m2)
     log_lik = -0.5 * (len(y) * np.log(2 * np.pi * s2) + log_det_P - log_det_prior + quad)
     return log_lik, np.concatenate([m1, m2]), np.concatenate([np.diag(S_inv), var2])
 
 
-def reference(X, group, y, *, num_groups: int, noise_sd: float = NOISE_SD, grid: int = 801):
-    """The exact posterior ``{site: {"mean", "sd"}}``: θ given τ in closed form, τ on a grid
-    of ``grid`` points spanning ±8 sds of its marginal posterior."""
+def _locate(log_post, low: float, high: float, zooms: int = 4) -> tuple[float, float]:
+    """(mean, sd) of the density exp(log_post) on (low, high), 200 points at a time, zooming
+    in on it (a peak narrower than the first spacing is found at the second zoom)."""
+    for _ in range(zooms):
+        points = np.linspace(low, high, 200)
+        values = np.array([log_post(t) for t in points])
+        weights = np.exp(values - values.max())
+        centre = np.sum(points * weights) / weights.sum()
+        spread = np.sqrt(np.sum((points - centre) ** 2 * weights) / weights.sum())
+        half = max(8.0 * spread, 3.0 * (points[1] - points[0]))
+        low, high = max(low, centre - half), min(high, centre + half)
+    return centre, spread
+
+
+def reference(
+    X,
+    group,
+    y,
+    *,
+    num_groups: int,
+    noise_sd: float = NOISE_SD,
+    grid: int = 801,
+    prior_sd: float = PRIOR_SD,
+    tau_scale: float = 1.0,
+    noise_scale: float | None = None,
+) -> dict:
+    """The exact posterior ``{site: {"mean", "sd"}}``: θ given τ (and σ) in closed form, τ
+    ~ HalfNormal(``tau_scale``) on a grid of ``grid`` points spanning ±8 sds of its marginal
+    posterior.  With ``noise_scale``, σ ~ HalfNormal(``noise_scale``) is unknown too and
+    (τ, σ) are integrated on a ``grid`` × ``grid`` product grid (a ``"sigma"`` entry is added);
+    otherwise σ = ``noise_sd``."""
     X, group, y = (np.asarray(a, dtype=float) for a in (X, group, y))
     group = group.astype(int)
+    X = X.reshape(len(y), -1)
+    prior = lambda tau, sigma: (
+        -0.5 * (tau / tau_scale) ** 2
+        - (0.0 if noise_scale is None else 0.5 * (sigma / noise_scale) ** 2)
+    )
 
-    def log_post(tau: float) -> float:  # τ's marginal, HalfNormal(1) prior
-        return _conditional(tau, X, group, y, num_groups, noise_sd)[0] - 0.5 * tau**2
+    def log_post(tau: float, sigma: float) -> float:
+        return _conditional(tau, X, group, y, num_groups, sigma, prior_sd)[0] + prior(tau, sigma)
 
-    coarse = np.linspace(1e-3, 5.0, 200)
-    values = np.array([log_post(t) for t in coarse])
-    weights = np.exp(values - values.max())
-    centre = np.sum(coarse * weights) / weights.sum()
-    spread = np.sqrt(np.sum((coarse - centre) ** 2 * weights) / weights.sum())
-    taus = np.linspace(max(1e-6, centre - 8 * spread), centre + 8 * spread, grid)
-    parts = [_conditional(t, X, group, y, num_groups, noise_sd) for t in taus]
-    logp = np.array([p[0] for p in parts]) - 0.5 * taus**2
+    size = grid if noise_scale is None else min(grid, 81)  # per axis of the product grid
+
+    def around(centre: float, spread: float) -> np.ndarray:
+        return np.linspace(max(1e-6, centre - 8 * spread), centre + 8 * spread, size)
+
+    sigma_c, tau_c, sigmas = noise_sd, tau_scale, np.array([noise_sd])
+    for _ in range(1 if noise_scale is None else 2):  # σ is pinned by the rows, τ by the groups
+        if noise_scale is not None:
+            sigmas = around(*_locate(lambda s, t=tau_c: log_post(t, s), 1e-3, 5.0 * np.std(y)))
+            sigma_c = sigmas[size // 2]
+        taus = around(*_locate(lambda t, s=sigma_c: log_post(t, s), 1e-3, 5.0 * tau_scale))
+        tau_c = taus[size // 2]
+    pairs = [(t, s) for t in taus for s in sigmas]
+    parts = [_conditional(t, X, group, y, num_groups, s, prior_sd) for t, s in pairs]
+    logp = np.array([p[0] + prior(t, s) for p, (t, s) in zip(parts, pairs, strict=True)])
     w = np.exp(logp - logp.max())
     w /= w.sum()
     means = np.array([p[1] for p in parts])
     second = np.array([p[2] + p[1] ** 2 for p in parts])
     mean = w @ means
     sd = np.sqrt(w @ second - mean**2)
-    tau_mean = w @ taus
-    tau_sd = np.sqrt(w @ taus**2 - tau_mean**2)
+    moments = lambda v: {
+        "mean": np.asarray(w @ v),
+        "sd": np.asarray(np.sqrt(w @ v**2 - (w @ v) ** 2)),
+    }
     k = X.shape[1] + 1
-    return {
+    out = {
         "alpha": {"mean": mean[0], "sd": sd[0]},
         "beta": {"mean": mean[1:k], "sd": sd[1:k]},
-        "tau": {"mean": np.asarray(tau_mean), "sd": np.asarray(tau_sd)},
+        "tau": moments(np.array([t for t, _ in pairs])),
         "z": {"mean": mean[k:], "sd": sd[k:]},
     }
+    if noise_scale is not None:
+        out["sigma"] = moments(np.array([s for _, s in pairs]))
+    return out

@@ -31,3 +31,27 @@ def test_reference_integrates_tau_on_a_fine_enough_grid():
         sd = fine[site]["sd"]
         assert np.all(np.abs(fine[site]["mean"] - coarse[site]["mean"]) / sd < 1e-4), site
         assert np.all(np.abs(coarse[site]["sd"] / sd - 1) < 1e-4), site
+
+
+def test_reference_with_unknown_noise_matches_a_brute_force_grid():
+    """With σ unknown the reference locates (τ, σ) and integrates them on a product grid; a
+    plain 160 × 160 grid over a wide box gives the same moments."""
+    (X, group, y), kw = gm.load_data(N=80, num_groups=16, seed=3)
+    ref = gm.reference(X, group, y, **kw, noise_scale=2.0)
+    X, group, y = np.asarray(X, float), np.asarray(group), np.asarray(y, float)
+    taus, sigmas = np.linspace(1e-3, 3.0, 160), np.linspace(0.3, 2.5, 160)
+    logp, means = [], []
+    for t in taus:
+        for s in sigmas:
+            log_lik, mean, _ = gm._conditional(t, X, group, y, 16, s)
+            logp.append(log_lik - 0.5 * t**2 - 0.5 * (s / 2.0) ** 2)
+            means.append(mean)
+    w = np.exp(np.array(logp) - max(logp))
+    w /= w.sum()
+    grid_t, grid_s = np.repeat(taus, 160), np.tile(sigmas, 160)
+    for site, values in (("tau", grid_t), ("sigma", grid_s)):
+        mean, sd = w @ values, np.sqrt(w @ values**2 - (w @ values) ** 2)
+        assert abs(ref[site]["mean"] - mean) / sd < 2e-3, site
+        assert abs(ref[site]["sd"] / sd - 1) < 5e-3, site
+    z_mean = (w @ np.array(means))[4:]
+    np.testing.assert_allclose(ref["z"]["mean"], z_mean, atol=2e-3 * ref["z"]["sd"].min())
