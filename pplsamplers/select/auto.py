@@ -70,9 +70,9 @@ class AutoSampler(MCMCKernel):
 
     :meth:`decide` (called by ``init`` if you have not called it) computes
     :class:`~pplsamplers.select.ModelFeatures` (structure plus cheap probes at the MAP),
-    ranks the candidates with the competence rules (with scale-aware settings for each) and,
-    with ``strategy="pilot"``, runs a tournament of the best few on an equal data budget scored
-    by ESS per epoch under a kernel-Stein-discrepancy bias guard.  The result is
+    ranks the candidates with the competence rules (each runs with its defaults on the shared
+    warmup) and, with ``strategy="pilot"``, runs a tournament of the best few on an equal data
+    budget scored by ESS per epoch under a kernel-Stein-discrepancy bias guard.  The result is
     :attr:`decision`; every later call goes to the chosen kernel.
 
     Above ``SMALL_N`` data the features are computed on the shared warmup's mode stage (mode,
