@@ -22,9 +22,10 @@ them unchanged.  Two things make that scale rather than merely run:
    https://docs.jax.dev/en/latest/internals/constants.html).  :func:`shard_data` warns when it
    is off.
 
-Minibatch indices stay global: ``jax.random.randint(key, (n,), 0, N)``, i.i.d. uniform with
-replacement over all N rows, so E[(N/n) Σ_i ℓ_{I_i}] = Σ_j ℓ_j whatever the placement, and the
-same key gives the same draws on 1 device or 8.  The gather of n rows moves at most n·d
+Minibatch indices stay global: n uniform indices over all N rows (with replacement, or a
+contiguous block after a uniform start where the rows were shuffled once), so
+E[(N/n) Σ_i ℓ_{I_i}] = Σ_j ℓ_j whatever the placement, and the same key gives the same draws
+on 1 device or 8.  The gather of n rows moves at most n·d
 numbers per step (see ``docs/scaling_out.md`` for the measured cost).
 """
 

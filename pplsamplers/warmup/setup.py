@@ -21,8 +21,13 @@ pplsamplers kernel gets the same by default, in stages:
 6. **whitening**: the kernel samples z with x = c + L z, where the posterior has about unit
    scale, so each kernel's unit-scale defaults hold on any problem.
 
-Steps 1–3 are :func:`mode_stage`, which AutoSampler's features read too; :func:`setup` takes a
-mode stage computed before, so a decision followed by the chosen kernel's run does them once.
+A model with group effects takes a structured path through steps 1, 2 and 5
+(:mod:`~pplsamplers.warmup.structured`): the centre is the globals' nested-Laplace mode and the
+Gaussian has an arrowhead precision, used as it is (``docs/hierarchical.md``).
+
+:func:`mode_stage` computes the mode, the scale, the mode probe and the Laplace check's
+misfit, which AutoSampler's features read too; :func:`setup` takes a mode stage computed
+before, so a decision followed by the chosen kernel's run does them once.
 Chains start in the Gaussian approximation (z ~ N(0, I)); :attr:`Setup.notes` says what was
 chosen and why.
 """
@@ -169,7 +174,7 @@ def _structured_stage(
 
 
 def mode_stage(options: SetupOptions, model_args: tuple, model_kwargs: dict) -> ModeStage:
-    """Mode, posterior scale and mode probe (steps 1–3 of the module docstring).
+    """Mode, posterior scale, mode probe and the Laplace check's misfit (module docstring).
 
     Examples
     --------

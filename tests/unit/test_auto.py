@@ -70,8 +70,8 @@ def test_pilot_runs_candidates_and_respects_the_guard():
 @pytest.mark.parametrize("as_numpy", [False, True])
 def test_decision_and_chosen_kernel_share_one_warmup(monkeypatch, as_numpy):
     """Above SMALL_N the features read the shared warmup's mode stage, and the chosen kernel's
-    own set-up finds it in the cache: the mode, curvature and mode probe are computed once
-    for the decision and the run (issue 15: the decision's cost).  With NumPy data too:
+    own set-up is handed it: the mode, curvature and mode probe are computed once for the
+    decision and the run.  With NumPy data too:
     AutoSampler converted them to new JAX arrays at each call, so the run's ``init`` computed
     the mode stage again, and its ``postprocess_fn`` a third time, inside NumPyro's sampling
     trace (where float32 data failed: the robustness ordinal model in float32)."""
