@@ -163,9 +163,12 @@ def _structured_stage(
     minibatch = potential.N > 1 and (n is None or n < potential.N)
     if isinstance(choice, str) and minibatch:  # "auto"
         anchor = center
-        notes["control_variate"] = "on: second order, anchored at the nested Laplace centre"
     else:
         anchor, _ = choose_control_variate(choice, estimator, center, None, notes, minibatch)
+    if anchor is center:  # the set-up's own anchor (the "mode" here is the centre)
+        notes["control_variate"] = "on: second order, anchored at the nested Laplace centre"
+    elif anchor is not None:  # a given point; the arrowhead Hessian still makes it second order
+        notes["control_variate"] += " (second order)"
     misfit = laplace_check(jax.random.PRNGKey(SEED + 4), estimator, structure.whitening)
     return ModeStage(
         potential, n, view, rows, MappingProxyType(notes), center, structure.whitening,
