@@ -415,7 +415,7 @@ def run_cell(
         k: (np.abs(np.asarray(draws[k]).mean(0) - m) / s, np.abs(np.asarray(draws[k]).std(0) / s - 1))
         for k, (m, s) in ref.items()
     }  # fmt: skip
-    group_sites = {k for k, (m, _) in ref.items() if np.size(m) >= GROUP_SITE_SIZE}
+    group_sites = [k for k, (m, _) in ref.items() if np.size(m) >= GROUP_SITE_SIZE]
     small = [e for k, e in errors.items() if k not in group_sites]
     mean_err = max(float(np.nanmax(e[0])) for e in small)  # the global latents: the maximum
     sd_err = max(float(np.nanmax(e[1])) for e in small)
