@@ -66,6 +66,22 @@ MAX_REJECTED_FRACTION = 1e-3
 """Steps rejected (non-finite) after warmup, as a fraction of the draws, above which the run
 fails: a rejected step leaves the chain where it was, which biases it only if it is common."""
 
+MAX_CAPPED_FRACTION = 1e-2
+"""A PDMP's sample intervals cut short at its event cap after warmup, as a fraction of the
+draws, above which the run fails.  A cut interval hands out its draw before the grid time, a
+small error where rare; where common the process is stuck in a region curved far more
+sharply than its reference (a funnel's neck), and the run is both slow and wrong."""
+
+_COUNTED = MappingProxyType(
+    {
+        "rejected": ("{} steps rejected", MAX_REJECTED_FRACTION, "counts"),
+        "divergent": ("{} steps divergent", MAX_REJECTED_FRACTION, "counts"),
+        "capped": ("{} sample intervals cut short at the event cap", MAX_CAPPED_FRACTION, "capped"),
+    }
+)
+"""Per counted key of :func:`self_check`: its message, the fraction of the draws above which
+it fails, and its fixes (a key not listed: ``"{} steps <key>"``, ``MAX_REJECTED_FRACTION``)."""
+
 FAMILY_ERROR = 0.01
 """Chance that an exact run fails a per-coordinate Stein check on some coordinate."""
 
@@ -106,6 +122,7 @@ _FIXES = MappingProxyType(
         "diverged": ("a smaller step",),
         "nonfinite": ("a smaller step", "checking the data and the model's support"),
         "counts": ("a smaller step", "checking the data and the model's support"),
+        "capped": ("a larger max_events_per_sample", "a non-centred parameterisation"),
     }
 )
 
@@ -240,8 +257,9 @@ def self_check(
     potential : the model's potential in x, whose full-data pass gives the exact scores;
         ``None`` where none applies (a hard edge at the data, per-datum latents): the Stein
         checks are skipped, ``names`` is required, and ``draws`` may be in any coordinates.
-    counts : per-chain step counts after warmup (``{"rejected": (chains,)}``); more than
-        ``MAX_REJECTED_FRACTION`` of the draws fails (a rare rejected step is harmless).
+    counts : per-chain counts after warmup (``{"rejected": (chains,)}``; ``"divergent"``,
+        ``"capped"``: ``_COUNTED``); more than ``MAX_REJECTED_FRACTION`` of the draws fails (a
+        rare rejected step is harmless), or ``MAX_CAPPED_FRACTION`` for capped intervals.
     thin_to : draws for the Stein check (one full-data pass each), spread over the chains;
         ``None``: :func:`default_thin_to` of the potential's N.
     rng_key : optional key for a random offset of the thinning grid.
@@ -355,10 +373,11 @@ def self_check(
             f"non-finite potential at {stein_bad} of the checked draws" if stein_bad else ""
         )
         fails.append(("nonfinite", what, "nonfinite"))
-    allowed = MAX_REJECTED_FRACTION * draws.shape[0] * (counted_draws or draws.shape[1])
+    counted = draws.shape[0] * (counted_draws or draws.shape[1])
     for key, total in totals.items():
-        if total > allowed:
-            fails.append((key, f"{total} steps {key}", "counts"))
+        message, fraction, fix = _COUNTED.get(key, (f"{{}} steps {key}", MAX_REJECTED_FRACTION, "counts"))
+        if total > fraction * counted:
+            fails.append((key, message.format(total), fix))
 
     warning = ""
     if fails:
@@ -389,6 +408,7 @@ def self_check(
 
 
 __all__ = [
+    "MAX_CAPPED_FRACTION",
     "SelfCheck",
     "SelfCheckWarning",
     "Thresholds",

@@ -124,13 +124,13 @@ class CheckedNUTS(NUTS):
         last = report_at_last_draw(plan, post, batched, batched.rejected, self._report_draws)
         return CheckedState(*new, monitor._replace(rejected=jnp.where(last, 0, monitor.rejected)))
 
-    def _report_draws(self, draws: Any, scores: Any, divergent: Any) -> None:
+    def _report_draws(self, draws: Any, scores: Any, divergent: Any, capped: Any) -> None:
         if self._report is None:
             return
         if self.exact_scores:
-            self._report(draws, scores, divergent, counted="divergent")
+            self._report(draws, scores, divergent, capped, counted="divergent")
         else:  # a trajectory that crosses the edge diverges by construction: not counted
-            self._report(draws, None, divergent, counted=None)
+            self._report(draws, None, divergent, capped, counted=None)
 
 
 def _keep(plan: RunPlan, state: HMCState, monitor: Monitor) -> Monitor:
@@ -143,7 +143,7 @@ def _keep(plan: RunPlan, state: HMCState, monitor: Monitor) -> Monitor:
     draws = monitor.draws.at[slot].set(jnp.where(kept, x, monitor.draws[slot]))
     scores = monitor.scores.at[slot].set(jnp.where(kept, score, monitor.scores[slot]))
     rejected = monitor.rejected + ((post >= 0) & state.diverging).astype(jnp.int32)
-    return Monitor(draws, scores, rejected)
+    return monitor._replace(draws=draws, scores=scores, rejected=rejected)
 
 
 __all__ = ["CheckedNUTS", "CheckedState"]

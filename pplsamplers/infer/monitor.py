@@ -8,6 +8,9 @@ kernel checks itself from inside the sampling program:
   caller's frames) and reads how many draws the run will make (:class:`RunPlan`);
 * after warmup, every ``stride``-th draw of each chain is kept in the state with its score,
   an unbiased minibatch estimate of −∇U at the draw (:class:`Monitor`);
+* a PDMP's sample intervals cut short at its event cap are counted: when most of the first
+  :data:`CAPPED_CHECK_DRAWS` warmup draws were, the run warns at once (it will be slow and
+  wrong, and the user should not wait for its end), and after warmup they count against it;
 * at the last draw of the run a ``jax.debug.callback`` hands the kept draws to
   :class:`Reporter`, which runs :func:`~pplsamplers.diagnostics.checks.self_check` on them and
   warns in one line when the run failed it, before any of the run's results can be read.
@@ -41,6 +44,9 @@ KEPT_VALUES = 4_000_000
 keeps fewer draws."""
 SCORE_BUDGET = 20_000_000
 """Datum evaluations the scores of one run's kept draws may spend."""
+CAPPED_CHECK_DRAWS = 20
+"""Warmup draws after which a PDMP run warns if at least half of its sample intervals so far
+stopped at the event cap (or at warmup's end, if it is shorter)."""
 
 
 class RunPlan(NamedTuple):
@@ -58,12 +64,13 @@ class RunPlan(NamedTuple):
 
 
 class Monitor(NamedTuple):
-    """Per chain: the kept draws (model coordinates x), their scores, and the steps rejected
-    since warmup."""
+    """Per chain: the kept draws (model coordinates x), their scores, the steps rejected
+    since warmup, and a PDMP's capped sample intervals (module docstring)."""
 
     draws: Array
     scores: Array
     rejected: Array
+    capped: Array
 
 
 def driving_mcmc() -> MCMC | None:
@@ -124,8 +131,8 @@ def plan_exact(mcmc: MCMC | None, dim: int) -> RunPlan | None:
 
 def empty_monitor(plan: RunPlan, dim: int, dtype: Any) -> Monitor:
     """Nothing kept yet."""
-    zeros = jnp.zeros((plan.kept, dim), dtype)
-    return Monitor(zeros, zeros, jnp.zeros((), jnp.int32))
+    zeros, count = jnp.zeros((plan.kept, dim), dtype), jnp.zeros((), jnp.int32)
+    return Monitor(zeros, zeros, count, count)
 
 
 def score_estimator(estimator: Estimator, plan: RunPlan) -> Estimator:
@@ -149,18 +156,38 @@ def keep_draw(
 def report_at_last_draw(
     plan: RunPlan, post: Array, monitor: Monitor, rejected: Array, report: Any
 ) -> Array:
-    """Hand the kept draws, their scores and ``rejected`` (leading chain axis) to ``report``
-    from inside the sampling program if ``post`` (the post-warmup draw number) is the run's
-    last draw; returns whether it was."""
+    """Hand the kept draws, their scores, ``rejected`` and the capped intervals (leading chain
+    axis) to ``report`` from inside the sampling program if ``post`` (the post-warmup draw
+    number) is the run's last draw; returns whether it was."""
     last = (post >= 0) & ((post + 1) % plan.num_samples == 0)
     jax.lax.cond(
         last,
-        lambda m, r: jax.debug.callback(report, m.draws, m.scores, r),
+        lambda m, r: jax.debug.callback(report, m.draws, m.scores, r, m.capped),
         lambda m, r: None,
         monitor,
         rejected,
     )
     return last
+
+
+def count_capped(
+    plan: RunPlan, iteration: Array, monitor: Monitor, capped: Array, warn_early: Any
+) -> Monitor:
+    """``monitor`` (leading chain axis) with this draw's capped intervals ``capped`` (per
+    chain) counted: at warmup draw :data:`CAPPED_CHECK_DRAWS` (or warmup's last) the count
+    so far goes to ``warn_early`` when it is at least half the intervals, and at warmup's end
+    the count restarts, so that the run's check counts only the draws it keeps."""
+    count = monitor.capped + capped.astype(jnp.int32)
+    check_at = min(CAPPED_CHECK_DRAWS, plan.num_warmup or CAPPED_CHECK_DRAWS) - 1
+    mostly = 2 * jnp.sum(count) >= (check_at + 1) * count.shape[0]
+    jax.lax.cond(
+        (iteration == check_at) & mostly,
+        lambda c: jax.debug.callback(warn_early, jnp.sum(c), check_at + 1),
+        lambda c: None,
+        count,
+    )
+    restart = iteration == plan.num_warmup - 1
+    return monitor._replace(capped=jnp.where(restart, 0, count))
 
 
 class Reporter:
@@ -174,24 +201,35 @@ class Reporter:
         self._lock = threading.Lock()
 
     def __call__(
-        self, draws: Array, scores: Array | None, rejected: Array, counted: str | None = "rejected"
+        self,
+        draws: Array,
+        scores: Array | None,
+        rejected: Array,
+        capped: Array,
+        counted: str | None = "rejected",
     ) -> None:
         """Check the kept ``draws`` (chains, kept, D) with their ``scores`` (``None``: no Stein
         check) once every chain has reported; ``rejected``: per chain, the steps to count as
-        ``counted`` (rejected steps, or NUTS's divergent transitions; ``None``: not counted)."""
+        ``counted`` (rejected steps, or NUTS's divergent transitions; ``None``: not counted);
+        ``capped``: per chain, a PDMP's sample intervals cut short at its event cap."""
         scores = np.full_like(draws, np.nan) if scores is None else scores
         with self._lock:
-            self._pending.append(tuple(np.asarray(a) for a in (draws, scores, rejected)))
-            if sum(len(d) for d, _, _ in self._pending) < self.plan.num_chains:
+            self._pending.append(tuple(np.asarray(a) for a in (draws, scores, rejected, capped)))
+            if sum(len(block[0]) for block in self._pending) < self.plan.num_chains:
                 return
             blocks, self._pending = self._pending, []
-        draws, scores, rejected = (np.concatenate(parts) for parts in zip(*blocks, strict=True))
+        draws, scores, rejected, capped = (
+            np.concatenate(parts) for parts in zip(*blocks, strict=True)
+        )
+        counts = {counted: rejected} if counted else {}
+        if np.any(capped):
+            counts["capped"] = capped
         result = self_check(
             draws,
             None,
             scores=None if np.isnan(scores).all() else scores,
             names=self.names,
-            counts={counted: rejected} if counted else {},
+            counts=counts,
             counted_draws=self.plan.num_samples,
             alternatives=getattr(self.owner, "check_alternatives", ("another sampler",)),
         )
@@ -201,18 +239,35 @@ class Reporter:
             warnings.warn(result.warning, SelfCheckWarning, stacklevel=1)
 
 
+    def warn_capped(self, count: Array, draws: int) -> None:
+        """Warn at once that ``count`` of the first ``draws`` warmup draws' sample intervals
+        (over the chains) stopped at the event cap (:func:`count_capped`)."""
+        name = type(self.owner).__name__
+        total = draws * self.plan.num_chains
+        message = (
+            f"pplsamplers: {name}'s sample intervals stopped at the event cap "
+            f"(max_events_per_sample) in {int(count)} of the first {total} warmup draws: the "
+            "chains are where the posterior curves far more sharply than the sampler's "
+            "reference (a funnel's neck, a degenerate mode), so this run will be slow and its "
+            "draws wrong. Try: AutoSampler / NUTS / a non-centred parameterisation"
+        )
+        warnings.warn(message, SelfCheckWarning, stacklevel=1)
+
+
 def last_result(owner: Any) -> SelfCheck | None:
     """The self-check of ``owner``'s last run, or ``None``."""
     return getattr(owner, "self_check_result", None)
 
 
 __all__ = [
+    "CAPPED_CHECK_DRAWS",
     "KEPT_DRAWS",
     "SCORE_BUDGET",
     "Monitor",
     "Reporter",
     "RunPlan",
     "check_fields",
+    "count_capped",
     "driving_mcmc",
     "empty_monitor",
     "keep_draw",

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from pplsamplers.estimator import Estimator, Whitening, whiten, with_clipped_gradient
-from pplsamplers.infer.monitor import RunPlan, keep_draw, report_at_last_draw
+from pplsamplers.infer.monitor import RunPlan, count_capped, keep_draw, report_at_last_draw
 from pplsamplers.infer.state import info_of, with_info
 from pplsamplers.kernels.sgmcmc.step_size import DIVERGENT_JUMP, gradient_clip_norm
 from pplsamplers.kernels.spec import Kernel, KernelSpec, WarmupWindow
@@ -196,12 +196,16 @@ def keep_for_check(stepper: Stepper, post: Array, state: Any, keys: Array) -> An
 
 def follow_run(stepper: Stepper, iteration: Array, states: Any, keys: Array) -> Any:
     """The self-check's part of a draw: keep every ``stride``-th draw after warmup, count the
-    rejected steps, and at the run's last draw hand the kept draws to ``stepper.report``."""
+    rejected steps and a PDMP's capped intervals, and at the run's last draw hand the kept
+    draws to ``stepper.report``."""
     plan = stepper.plan
     post = iteration - plan.num_warmup
     keep = (post >= 0) & (post % plan.stride == plan.stride - 1)
     states = _stage(keep, partial(keep_for_check, stepper, post), states, keys)
     monitor = states.monitor
+    capped = getattr(states, "interval_capped", None)  # a PDMP's Info field
+    if capped is not None:
+        monitor = count_capped(plan, iteration, monitor, capped, stepper.report.warn_capped)
     rejected = monitor.rejected + ((post >= 0) & states.diverging).astype(jnp.int32)
     last = report_at_last_draw(plan, post, monitor, rejected, stepper.report)
     return states._replace(monitor=monitor._replace(rejected=jnp.where(last, 0, rejected)))

@@ -389,3 +389,37 @@ def test_counts_are_a_fraction_of_the_draws_they_were_counted_over():
     assert self_check(kept, GAUSS, counts={"divergent": [1, 0]}, counted_draws=500).passed
     assert not self_check(kept, GAUSS, counts={"divergent": [1, 1]}, counted_draws=500).passed
     assert not self_check(kept, GAUSS, counts={"divergent": [1, 0]}).passed  # 1 in 400
+
+
+def test_capped_intervals_fail_above_one_percent_of_the_draws():
+    """A PDMP interval cut short at the event cap hands out its draw early: rare ones pass
+    (up to ``MAX_CAPPED_FRACTION``, 1 %), more fail with the count and the fix."""
+    assert self_check(EXACT, GAUSS, counts={"capped": [20, 20]}).passed  # 40 of 4000
+    result = self_check(EXACT, GAUSS, counts={"capped": [21, 20]})
+    assert result.failures == ("capped",)
+    assert "41 sample intervals cut short at the event cap" in result.warning
+    assert "a larger max_events_per_sample" in result.warning
+
+
+def test_a_pdmp_stuck_at_its_event_cap_warns_during_warmup_and_at_the_end():
+    """A Boomerang allowed one event per sample interval cannot reach its sampling times: NumPyro's
+    own workflow hears so after the first warmup draws (not only when a slow run ends), and the
+    run's check counts the capped intervals after warmup.  (Runs at the default cap stay quiet:
+    the robustness suites assert it.)"""
+    from numpyro.infer import MCMC
+
+    from models import linear_gaussian
+    from pplsamplers import Boomerang
+
+    args, kwargs = linear_gaussian.load_data(N=500, D=2)
+    kernel = Boomerang(linear_gaussian.model, thinning={"max_events_per_sample": 1})
+    mcmc = MCMC(kernel, num_warmup=40, num_samples=200, num_chains=2,
+                chain_method="vectorized", progress_bar=False)  # fmt: skip
+    with warnings.catch_warnings(record=True) as records:
+        warnings.simplefilter("always")
+        mcmc.run(jax.random.key(0), *args, **kwargs)
+    warned = [str(r.message) for r in records if issubclass(r.category, SelfCheckWarning)]
+    early = [w for w in warned if "stopped at the event cap" in w]
+    assert len(early) == 1 and "of the first 40 warmup draws" in early[0], warned
+    assert "\n" not in early[0] and "capped" in kernel.self_check_result.failures
+    assert "sample intervals cut short at the event cap" in warned[-1]
