@@ -375,7 +375,9 @@ def self_check(
         fails.append(("nonfinite", what, "nonfinite"))
     counted = draws.shape[0] * (counted_draws or draws.shape[1])
     for key, total in totals.items():
-        message, fraction, fix = _COUNTED.get(key, (f"{{}} steps {key}", MAX_REJECTED_FRACTION, "counts"))
+        message, fraction, fix = _COUNTED.get(
+            key, (f"{{}} steps {key}", MAX_REJECTED_FRACTION, "counts")
+        )
         if total > fraction * counted:
             fails.append((key, message.format(total), fix))
 

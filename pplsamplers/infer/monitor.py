@@ -238,7 +238,6 @@ class Reporter:
             # called from the sampling program: no frame of the user's to point at
             warnings.warn(result.warning, SelfCheckWarning, stacklevel=1)
 
-
     def warn_capped(self, count: Array, draws: int) -> None:
         """Warn at once that ``count`` of the first ``draws`` warmup draws' sample intervals
         (over the chains) stopped at the event cap (:func:`count_capped`)."""
