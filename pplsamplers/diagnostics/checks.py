@@ -127,6 +127,30 @@ _FIXES = MappingProxyType(
 )
 
 
+LABEL_SWITCHING_FIX = (
+    "ordered component means (dist.transforms.OrderedTransform), as chains of an unordered "
+    "mixture may sit in different labellings"
+)
+"""The fix a failed R-hat adds for a model with enumerated discrete sites: a mixture's K!
+symmetric modes put two right chains in two labellings, which R-hat across chains cannot tell
+from a miss; ordering the components collapses the copies to one."""
+
+
+def model_hints(
+    enumerated: tuple[str, ...], ordered: tuple[str, ...] = ()
+) -> dict[str, tuple[str, ...]]:
+    """The ``hints`` of :func:`self_check` for a model with the enumerated discrete sites
+    ``enumerated`` and the latents on an ordered vector ``ordered``: :data:`LABEL_SWITCHING_FIX`
+    on R-hat for a mixture whose components are not ordered yet.
+
+    >>> model_hints(("z",))["rhat"][0].startswith("ordered component means")
+    True
+    >>> model_hints(("z",), ordered=("mu",)), model_hints(())
+    ({}, {})
+    """
+    return {"rhat": (LABEL_SWITCHING_FIX,)} if enumerated and not ordered else {}
+
+
 @dataclasses.dataclass(frozen=True)
 class SelfCheck:
     """Result of :func:`self_check`: every value, ``passed``, and a one-line ``warning``."""
@@ -245,6 +269,7 @@ def self_check(
     thresholds: Thresholds = Thresholds(),
     whiten: str = "auto",
     alternatives: tuple[str, ...] = ("another sampler", "AutoSampler"),
+    hints: dict[str, tuple[str, ...]] | None = None,
     scores: Array | None = None,
     constrained: bool = False,
     counted_draws: int | None = None,
@@ -266,6 +291,8 @@ def self_check(
     names : coordinate names for messages (default ``"w[3]"`` from ``potential.unravel``).
     thresholds : :class:`Thresholds` (justified in the module docstring).
     whiten : ``"dense"``, ``"diag"`` or ``"auto"`` (dense S for D ≤ 1000 with ≥ 2D draws).
+    hints : more fixes per failed check name, from the model (:func:`model_hints`), suggested
+        before ``alternatives``.
     alternatives : the last fixes a failed check suggests (AutoSampler's own run names the
         sampler it chose instead of suggesting AutoSampler).
     scores : unbiased estimates of s = −∇U at every draw (same shape as ``draws``), for a check
@@ -383,8 +410,9 @@ def self_check(
 
     warning = ""
     if fails:
-        fixes = list(dict.fromkeys(f for _, _, key in fails for f in _FIXES[key]))
-        fixes += list(alternatives)
+        fixes = [f for _, _, key in fails for f in _FIXES[key]]
+        fixes += [f for name, _, _ in fails for f in (hints or {}).get(name, ())]
+        fixes = list(dict.fromkeys(fixes)) + list(alternatives)
         warning = (
             "pplsamplers self-check FAILED: "
             + "; ".join(msg for _, msg, _ in fails)
@@ -410,6 +438,7 @@ def self_check(
 
 
 __all__ = [
+    "LABEL_SWITCHING_FIX",
     "MAX_CAPPED_FRACTION",
     "SelfCheck",
     "SelfCheckWarning",
@@ -417,6 +446,7 @@ __all__ = [
     "coherent_tolerance",
     "coordinate_names",
     "default_thin_to",
+    "model_hints",
     "self_check",
     "warn",
 ]

@@ -9,7 +9,13 @@ import arviz as az
 import jax
 import numpy as np
 
-from pplsamplers.diagnostics.checks import SelfCheck, default_thin_to, self_check, warn
+from pplsamplers.diagnostics.checks import (
+    SelfCheck,
+    default_thin_to,
+    model_hints,
+    self_check,
+    warn,
+)
 from pplsamplers.diagnostics.names import site_names
 
 
@@ -65,6 +71,7 @@ def check_run(mcmc: Any, *, warn_user: bool = True, thin_to: int | None = None) 
     potential = kernel.setup.potential if kernel is not None else full_data and full_data()
     if potential is None and full_data is None:
         return None
+    view = getattr(kernel.setup, "view", None) if kernel is not None else None
     samples = mcmc.get_samples(group_by_chain=True)
     first = next(iter(samples.values()))
     chains, draws = np.shape(first)[:2]
@@ -100,6 +107,7 @@ def check_run(mcmc: Any, *, warn_user: bool = True, thin_to: int | None = None) 
         thin_to=thin_to,
         names=names,
         alternatives=alternatives,
+        hints={} if view is None else model_hints(view.info.enumerated, view.info.ordered_sites),
         constrained=potential is None,
     )
     mcmc.sampler.self_check_result = result

@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from numpyro.infer import MCMC
 
-from pplsamplers.diagnostics.checks import SelfCheck, SelfCheckWarning, self_check
+from pplsamplers.diagnostics.checks import SelfCheck, SelfCheckWarning, model_hints, self_check
 from pplsamplers.estimator import Estimator, with_batch_size
 from pplsamplers.types import Array, PRNGKey
 
@@ -232,6 +232,7 @@ class Reporter:
             counts=counts,
             counted_draws=self.plan.num_samples,
             alternatives=getattr(self.owner, "check_alternatives", ("another sampler",)),
+            hints=kernel_hints(self.owner),
         )
         self.owner.self_check_result = result
         if not result.passed:
@@ -253,6 +254,13 @@ class Reporter:
         warnings.warn(message, SelfCheckWarning, stacklevel=1)
 
 
+def kernel_hints(kernel: Any) -> dict[str, tuple[str, ...]]:
+    """The self-check's fixes that come from the model a pplsamplers ``kernel`` was set up
+    for (:func:`~pplsamplers.diagnostics.checks.model_hints`; none before its set-up)."""
+    view = getattr(getattr(kernel, "setup", None), "view", None)
+    return {} if view is None else model_hints(view.info.enumerated, view.info.ordered_sites)
+
+
 def last_result(owner: Any) -> SelfCheck | None:
     """The self-check of ``owner``'s last run, or ``None``."""
     return getattr(owner, "self_check_result", None)
@@ -270,6 +278,7 @@ __all__ = [
     "driving_mcmc",
     "empty_monitor",
     "keep_draw",
+    "kernel_hints",
     "last_result",
     "plan_exact",
     "plan_run",

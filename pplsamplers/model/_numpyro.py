@@ -57,6 +57,10 @@ class SiteInfo(NamedTuple):
     slice_rows: bool = False  # the data plate's data are not indexed: slice the arguments
     enumerated: tuple[str, ...] = ()  # per-datum discrete sites, marginalised (_enumerate)
     max_plate_nesting: int = 0
+    ordered_sites: tuple[str, ...] = ()  # latents on an ordered vector (no label switching)
+
+
+_ORDERED = (constraints.ordered_vector, constraints.positive_ordered_vector)
 
 
 def _is_real(support: Any) -> bool:
@@ -168,6 +172,7 @@ def inspect_model(
         edge_sites=_support.edge_sites(one, model_args, model_kwargs, values),
         enumerated=tuple(discrete),
         max_plate_nesting=_enumerate.max_plate_nesting(trace),
+        ordered_sites=tuple(n for n, s in latent.items() if s["fn"].support in _ORDERED),
     )
 
 

@@ -14,6 +14,8 @@ from numpyro.infer.util import initialize_model
 
 from models import mixture
 from pplsamplers import SGLD, AutoSampler
+from pplsamplers.diagnostics.checks import LABEL_SWITCHING_FIX, model_hints
+from pplsamplers.infer.monitor import kernel_hints
 from pplsamplers.model import FullDataOnlyError, inspect, make_potential
 
 N = 400
@@ -46,6 +48,11 @@ def test_per_datum_terms_are_the_marginal_log_sum_exp(model, mixture_data):
     view = inspect(model, (mixture_data,), {})
     assert view.info.enumerated == ("z",)
     assert view.info.latent_names == ("w", "mu", "sigma")
+    # an unordered mixture's failed R-hat suggests ordering it (label switching)
+    unordered = model is indexed_mixture
+    assert view.info.ordered_sites == (() if unordered else ("mu",))
+    hints = model_hints(view.info.enumerated, view.info.ordered_sites)
+    assert hints == ({"rhat": (LABEL_SWITCHING_FIX,)} if unordered else {})
     potential = make_potential(view)
     x = jax.random.normal(jax.random.key(0), (potential.dim,)) * 0.3
     params = potential.constrain(x)
@@ -103,6 +110,9 @@ def test_a_kernel_samples_the_marginalised_mixture(mixture_data):
     assert np.all(np.diff(mu, axis=-1) > 0)
     assert np.all(np.abs(mu.mean(0) - np.asarray(mixture.MEANS)) < 4 * mu.std(0) + 1.0)
     np.testing.assert_allclose(np.asarray(samples["w"]).sum(-1), 1.0, rtol=1e-6)
+    # its means are ordered: a failed R-hat is not blamed on label switching
+    assert mcmc.sampler.setup.view.info.ordered_sites == ("mu",)
+    assert kernel_hints(mcmc.sampler) == {}
     # the assignments, as the docs recover them: mostly the nearest component mean's
     z = Predictive(mixture.model, posterior_samples=samples, infer_discrete=True)(
         jax.random.key(2), mixture_data

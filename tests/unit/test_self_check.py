@@ -423,3 +423,18 @@ def test_a_pdmp_stuck_at_its_event_cap_warns_during_warmup_and_at_the_end():
     assert len(early) == 1 and "of the first 40 warmup draws" in early[0], warned
     assert "\n" not in early[0] and "capped" in kernel.self_check_result.failures
     assert "sample intervals cut short at the event cap" in warned[-1]
+
+
+def test_a_mixtures_r_hat_failure_suggests_ordering_its_components():
+    """Two right chains in two labellings of an unordered mixture fail R-hat: for a model with
+    enumerated sites the warning adds the ordering fix, and only to an R-hat failure."""
+    from pplsamplers.diagnostics.checks import LABEL_SWITCHING_FIX, model_hints
+
+    hints = model_hints(("z",))
+    swapped = EXACT.copy()
+    swapped[1] = swapped[1] + 5 * SD  # chain 1 in "another labelling"
+    result = self_check(swapped, None, names=list(coordinate_names(GAUSS)), hints=hints)
+    assert "rhat" in result.failures and LABEL_SWITCHING_FIX in result.warning
+    assert LABEL_SWITCHING_FIX not in self_check(swapped, None, names=["a"] * D).warning
+    wide = MU + 1.5 * (EXACT - MU)  # every sd 1.5×: Stein fails, R-hat passes
+    assert LABEL_SWITCHING_FIX not in self_check(wide, GAUSS, hints=hints).warning
