@@ -24,11 +24,15 @@ import dataclasses
 import math
 import warnings
 from statistics import NormalDist
-from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from pplsamplers.diagnostics.fixes import (
+    COUNTED,
+    FIXES,
+    MAX_REJECTED_FRACTION,
+)
 from pplsamplers.diagnostics.health import (
     chain_health,
     chain_list,
@@ -62,26 +66,6 @@ class Thresholds(NamedTuple):
     tol_coherent_shift: float = 0.2  # sds a scale parameter over all D coordinates may move
 
 
-MAX_REJECTED_FRACTION = 1e-3
-"""Steps rejected (non-finite) after warmup, as a fraction of the draws, above which the run
-fails: a rejected step leaves the chain where it was, which biases it only if it is common."""
-
-MAX_CAPPED_FRACTION = 1e-2
-"""A PDMP's sample intervals cut short at its event cap after warmup, as a fraction of the
-draws, above which the run fails.  A cut interval hands out its draw before the grid time, a
-small error where rare; where common the process is stuck in a region curved far more
-sharply than its reference (a funnel's neck), and the run is both slow and wrong."""
-
-_COUNTED = MappingProxyType(
-    {
-        "rejected": ("{} steps rejected", MAX_REJECTED_FRACTION, "counts"),
-        "divergent": ("{} steps divergent", MAX_REJECTED_FRACTION, "counts"),
-        "capped": ("{} sample intervals cut short at the event cap", MAX_CAPPED_FRACTION, "capped"),
-    }
-)
-"""Per counted key of :func:`self_check`: its message, the fraction of the draws above which
-it fails, and its fixes (a key not listed: ``"{} steps <key>"``, ``MAX_REJECTED_FRACTION``)."""
-
 FAMILY_ERROR = 0.01
 """Chance that an exact run fails a per-coordinate Stein check on some coordinate."""
 
@@ -110,45 +94,6 @@ def default_thin_to(num_data: int) -> int:
     (2000, 200)
     """
     return max(MIN_STEIN_DRAWS, STEIN_BUDGET // max(int(num_data), 1))
-
-
-_FIXES = MappingProxyType(
-    {
-        "stein": ("more warmup", "a smaller step"),
-        "rhat": ("more warmup and draws",),
-        "ess": ("more warmup and draws",),
-        "frozen": ("a smaller step",),
-        "stuck": ("another start (init_strategy)", "a non-centred parameterisation"),
-        "diverged": ("a smaller step",),
-        "nonfinite": ("a smaller step", "checking the data and the model's support"),
-        "counts": ("a smaller step", "checking the data and the model's support"),
-        "capped": ("a larger max_events_per_sample", "a non-centred parameterisation"),
-    }
-)
-
-
-LABEL_SWITCHING_FIX = (
-    "ordered component means (dist.transforms.OrderedTransform), as chains of an unordered "
-    "mixture may sit in different labellings"
-)
-"""The fix a failed R-hat adds for a model with enumerated discrete sites: a mixture's K!
-symmetric modes put two right chains in two labellings, which R-hat across chains cannot tell
-from a miss; ordering the components collapses the copies to one."""
-
-
-def model_hints(
-    enumerated: tuple[str, ...], ordered: tuple[str, ...] = ()
-) -> dict[str, tuple[str, ...]]:
-    """The ``hints`` of :func:`self_check` for a model with the enumerated discrete sites
-    ``enumerated`` and the latents on an ordered vector ``ordered``: :data:`LABEL_SWITCHING_FIX`
-    on R-hat for a mixture whose components are not ordered yet.
-
-    >>> model_hints(("z",))["rhat"][0].startswith("ordered component means")
-    True
-    >>> model_hints(("z",), ordered=("mu",)), model_hints(())
-    ({}, {})
-    """
-    return {"rhat": (LABEL_SWITCHING_FIX,)} if enumerated and not ordered else {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -283,7 +228,7 @@ def self_check(
         ``None`` where none applies (a hard edge at the data, per-datum latents): the Stein
         checks are skipped, ``names`` is required, and ``draws`` may be in any coordinates.
     counts : per-chain counts after warmup (``{"rejected": (chains,)}``; ``"divergent"``,
-        ``"capped"``: ``_COUNTED``); more than ``MAX_REJECTED_FRACTION`` of the draws fails (a
+        ``"capped"``: ``COUNTED``); more than ``MAX_REJECTED_FRACTION`` of the draws fails (a
         rare rejected step is harmless), or ``MAX_CAPPED_FRACTION`` for capped intervals.
     thin_to : draws for the Stein check (one full-data pass each), spread over the chains;
         ``None``: :func:`default_thin_to` of the potential's N.
@@ -291,7 +236,8 @@ def self_check(
     names : coordinate names for messages (default ``"w[3]"`` from ``potential.unravel``).
     thresholds : :class:`Thresholds` (justified in the module docstring).
     whiten : ``"dense"``, ``"diag"`` or ``"auto"`` (dense S for D ≤ 1000 with ≥ 2D draws).
-    hints : more fixes per failed check name, from the model (:func:`model_hints`), suggested
+    hints : more fixes per failed check name, from the model
+        (:func:`~pplsamplers.diagnostics.fixes.model_hints`), suggested
         before ``alternatives``.
     alternatives : the last fixes a failed check suggests (AutoSampler's own run names the
         sampler it chose instead of suggesting AutoSampler).
@@ -402,7 +348,7 @@ def self_check(
         fails.append(("nonfinite", what, "nonfinite"))
     counted = draws.shape[0] * (counted_draws or draws.shape[1])
     for key, total in totals.items():
-        message, fraction, fix = _COUNTED.get(
+        message, fraction, fix = COUNTED.get(
             key, (f"{{}} steps {key}", MAX_REJECTED_FRACTION, "counts")
         )
         if total > fraction * counted:
@@ -410,7 +356,7 @@ def self_check(
 
     warning = ""
     if fails:
-        fixes = [f for _, _, key in fails for f in _FIXES[key]]
+        fixes = [f for _, _, key in fails for f in FIXES[key]]
         fixes += [f for name, _, _ in fails for f in (hints or {}).get(name, ())]
         fixes = list(dict.fromkeys(fixes)) + list(alternatives)
         warning = (
@@ -438,15 +384,12 @@ def self_check(
 
 
 __all__ = [
-    "LABEL_SWITCHING_FIX",
-    "MAX_CAPPED_FRACTION",
     "SelfCheck",
     "SelfCheckWarning",
     "Thresholds",
     "coherent_tolerance",
     "coordinate_names",
     "default_thin_to",
-    "model_hints",
     "self_check",
     "warn",
 ]

@@ -9,13 +9,8 @@ import arviz as az
 import jax
 import numpy as np
 
-from pplsamplers.diagnostics.checks import (
-    SelfCheck,
-    default_thin_to,
-    model_hints,
-    self_check,
-    warn,
-)
+from pplsamplers.diagnostics.checks import SelfCheck, default_thin_to, self_check, warn
+from pplsamplers.diagnostics.fixes import model_hints
 from pplsamplers.diagnostics.names import site_names
 
 

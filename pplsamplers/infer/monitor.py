@@ -33,7 +33,8 @@ import jax.numpy as jnp
 import numpy as np
 from numpyro.infer import MCMC
 
-from pplsamplers.diagnostics.checks import SelfCheck, SelfCheckWarning, model_hints, self_check
+from pplsamplers.diagnostics.checks import SelfCheck, SelfCheckWarning, self_check
+from pplsamplers.diagnostics.fixes import model_hints
 from pplsamplers.estimator import Estimator, with_batch_size
 from pplsamplers.types import Array, PRNGKey
 

@@ -8,11 +8,10 @@
   evaluated when the site is reached so that parameter-dependent supports work;
 * every trace substitutes init-strategy values for the latent sites, as NumPyro's own
   ``initialize_model`` does: ``.sample()`` is never called on an improper prior;
-* a plain data plate whose observed data ignore the plate's indices (``obs=y``, the usual
-  NumPyro style, which NUTS accepts) is subsampled through its arguments instead
-  (:attr:`SiteInfo.slice_rows`): each array argument with N rows along its first axis is
-  replaced by the minibatch's rows; the plate then declares n (a size read off the data) or
-  N (a constant), and :func:`make_terms` reads which from the trace.
+* a plain data plate whose observed data ignore the plate's indices (``obs=y``, NumPyro's
+  usual style) is subsampled through its arguments (:attr:`SiteInfo.slice_rows`): each
+  array with N rows is cut to the minibatch's rows, and the plate then declares n (read
+  off the data) or N (a constant), which :func:`make_terms` reads from the trace.
 """
 
 from __future__ import annotations
@@ -58,9 +57,6 @@ class SiteInfo(NamedTuple):
     enumerated: tuple[str, ...] = ()  # per-datum discrete sites, marginalised (_enumerate)
     max_plate_nesting: int = 0
     ordered_sites: tuple[str, ...] = ()  # latents on an ordered vector (no label switching)
-
-
-_ORDERED = (constraints.ordered_vector, constraints.positive_ordered_vector)
 
 
 def _is_real(support: Any) -> bool:
@@ -147,11 +143,8 @@ def inspect_model(
     else:
         size, sub = 1, None
     constrained = tuple(n for n, s in latent.items() if not _is_real(s["fn"].support))
-    determ = tuple(
-        n
-        for n, s in trace.items()
-        if s["type"] == "deterministic" and (data_plate is None or data_plate not in _plates_of(s))
-    )
+    outside = lambda s: data_plate is None or data_plate not in _plates_of(s)  # noqa: E731
+    determ = tuple(n for n, s in trace.items() if s["type"] == "deterministic" and outside(s))
     determ_in = tuple(
         n for n, s in trace.items() if s["type"] == "deterministic" and n not in determ
     )
@@ -172,7 +165,7 @@ def inspect_model(
         edge_sites=_support.edge_sites(one, model_args, model_kwargs, values),
         enumerated=tuple(discrete),
         max_plate_nesting=_enumerate.max_plate_nesting(trace),
-        ordered_sites=tuple(n for n, s in latent.items() if s["fn"].support in _ORDERED),
+        ordered_sites=tuple(n for n, s in latent.items() if _support.is_ordered(s["fn"].support)),
     )
 
 

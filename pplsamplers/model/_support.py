@@ -77,6 +77,11 @@ def edge_sites(
     return tuple(dict.fromkeys(found))
 
 
+def is_ordered(support: Any) -> bool:
+    """Whether a latent lives on an ordered vector (a mixture whose labels cannot switch)."""
+    return support in (constraints.ordered_vector, constraints.positive_ordered_vector)
+
+
 def support_mask(site: dict, log_prob: Array) -> Array:
     """``log_prob`` with ``-inf`` where the site's value lies outside its support."""
     inside = jnp.asarray(site["fn"].support(site["value"]))
@@ -117,4 +122,4 @@ def edge_error(sites: tuple[str, ...], sampler: str) -> ValueError:
     )
 
 
-__all__ = ["edge_error", "edge_sites", "support_mask", "with_support_checks"]
+__all__ = ["edge_error", "edge_sites", "is_ordered", "support_mask", "with_support_checks"]

@@ -14,7 +14,7 @@ from numpyro.infer.util import initialize_model
 
 from models import mixture
 from pplsamplers import SGLD, AutoSampler
-from pplsamplers.diagnostics.checks import LABEL_SWITCHING_FIX, model_hints
+from pplsamplers.diagnostics.fixes import LABEL_SWITCHING_FIX, model_hints
 from pplsamplers.infer.monitor import kernel_hints
 from pplsamplers.model import FullDataOnlyError, inspect, make_potential
 

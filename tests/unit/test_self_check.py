@@ -428,7 +428,7 @@ def test_a_pdmp_stuck_at_its_event_cap_warns_during_warmup_and_at_the_end():
 def test_a_mixtures_r_hat_failure_suggests_ordering_its_components():
     """Two right chains in two labellings of an unordered mixture fail R-hat: for a model with
     enumerated sites the warning adds the ordering fix, and only to an R-hat failure."""
-    from pplsamplers.diagnostics.checks import LABEL_SWITCHING_FIX, model_hints
+    from pplsamplers.diagnostics.fixes import LABEL_SWITCHING_FIX, model_hints
 
     hints = model_hints(("z",))
     swapped = EXACT.copy()
