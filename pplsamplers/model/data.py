@@ -25,6 +25,7 @@ def validate_data(view: ModelView) -> None:
     Examples
     --------
     >>> import jax.numpy as jnp, numpyro, numpyro.distributions as dist
+    >>> from pplsamplers.model import inspect
     >>> def model(y):
     ...     mu = numpyro.sample("mu", dist.Normal(0, 10))
     ...     with numpyro.plate("data", y.shape[0]) as idx:

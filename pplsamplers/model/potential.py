@@ -313,7 +313,7 @@ def all_data_model(model: Callable) -> Callable:
     Examples
     --------
     >>> from numpyro.infer import NUTS
-    >>> from models.logistic_regression import model
+    >>> from pplsamplers.datasets.logistic_regression import model
     >>> kernel = NUTS(all_data_model(model))
     """
     return _numpyro.all_data_model(model)

@@ -104,17 +104,17 @@ class AutoSampler(MCMCKernel):
 
     Examples
     --------
-    >>> import jax, numpyro, numpyro.distributions as dist
+    >>> import jax
     >>> from numpyro.infer import MCMC
-    >>> from models import linear_gaussian
-    >>> args, kwargs = linear_gaussian.load_data(N=300, D=2)
-    >>> sampler = AutoSampler(linear_gaussian.model)
-    >>> sampler.decide(args, kwargs).kernel     # N = 300 is small: exact NUTS
+    >>> from pplsamplers.datasets.tiny import normal_mean  # mu ~ N(0, 10²), y_i ~ N(mu, 1)
+    >>> y = jax.random.normal(jax.random.key(0), (300,))
+    >>> sampler = AutoSampler(normal_mean)
+    >>> sampler.decide((y,)).kernel     # N = 300 is small: exact NUTS
     'nuts'
-    >>> mcmc = MCMC(sampler, num_warmup=100, num_samples=100, progress_bar=False)
-    >>> mcmc.run(jax.random.key(0), *args, **kwargs)
-    >>> mcmc.get_samples()["theta"].shape
-    (100, 2)
+    >>> mcmc = MCMC(sampler, num_warmup=200, num_samples=1000, progress_bar=False)
+    >>> mcmc.run(jax.random.key(0), y)
+    >>> mcmc.get_samples()["mu"].shape
+    (1000,)
 
     The chosen minibatch kernel runs the shared warmup of every pplsamplers sampler (mode,
     preconditioner, control variate, batch size; chains start in the Laplace approximation);

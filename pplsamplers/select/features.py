@@ -333,11 +333,11 @@ def model_features(
     Examples
     --------
     >>> import jax
-    >>> from models import linear_gaussian
-    >>> args, kwargs = linear_gaussian.load_data(N=200, D=2)
-    >>> f = model_features(linear_gaussian.model, args, kwargs, subsample_size=20)
+    >>> from pplsamplers.datasets.tiny import normal_mean  # mu ~ N(0, 10²), y_i ~ N(mu, 1)
+    >>> y = jax.random.normal(jax.random.key(0), (200,))
+    >>> f = model_features(normal_mean, (y,), subsample_size=20)
     >>> f.dim, f.num_data, f.quadratic_misfit < 1e-3  # a Gaussian (float32 rounding)
-    (2, 200, True)
+    (1, 200, True)
     """
     if not isinstance(model, ModelView):
         call = (model, model_args, dict(model_kwargs or {}))

@@ -84,14 +84,23 @@ def search_mode(
 
     Examples
     --------
-    >>> import jax
-    >>> from models import mixture
+    >>> import jax, jax.numpy as jnp, numpyro, numpyro.distributions as dist
+    >>> from numpyro.contrib.funsor import config_enumerate
     >>> from pplsamplers.model import make_potential
-    >>> args, kwargs = mixture.load_data(N=2000)
-    >>> potential = make_potential(mixture.model, args, kwargs)
+    >>> @config_enumerate
+    ... def mixture(y):  # three components, the assignments z enumerated
+    ...     w = numpyro.sample("w", dist.Dirichlet(jnp.ones(3)))
+    ...     mu = numpyro.sample("mu", dist.Normal(70, 50).expand([3]).to_event(1))
+    ...     sigma = numpyro.sample("sigma", dist.HalfNormal(20))
+    ...     with numpyro.plate("data", y.shape[0]):
+    ...         z = numpyro.sample("z", dist.Categorical(w))
+    ...         numpyro.sample("y", dist.Normal(mu[z], sigma), obs=y)
+    >>> y = jnp.tile(jnp.array([60.0, 75, 90]), 500)  # 500 draws of each, sd 3
+    >>> y = y + 3 * jax.random.normal(jax.random.key(0), y.shape)
+    >>> potential = make_potential(mixture, (y,))
     >>> search = search_mode(jax.random.key(0), potential.estimator,
     ...                      potential.init_position, potential.draw_init)
-    >>> [round(float(m)) for m in potential.constrain(search.result.position)["mu"]]
+    >>> sorted(round(float(m)) for m in potential.constrain(search.result.position)["mu"])
     [60, 75, 90]
     """
     if draw_init is None or num_starts < 1:
@@ -154,13 +163,17 @@ def count_modes(
 
     Examples
     --------
-    >>> import jax
-    >>> from models import multimodal_mixture
+    >>> import jax, jax.numpy as jnp, numpyro, numpyro.distributions as dist
     >>> from pplsamplers.model import make_potential
-    >>> args, kwargs = multimodal_mixture.load_data(N=1000)  # 4 modes at (±1, ±1)
-    >>> potential = make_potential(multimodal_mixture.model, args, kwargs, 10)
+    >>> def four_modes(m):  # each coordinate of w has two modes, near -1 and +1
+    ...     w = numpyro.sample("w", dist.Normal(0, 10).expand([2]).to_event(1))
+    ...     with numpyro.plate("data", m.shape[0]) as idx:
+    ...         near = lambda c: -8 * (w - c - m[idx]) ** 2
+    ...         numpyro.factor("likelihood", jnp.logaddexp(near(1), near(-1)).sum(-1))
+    >>> m = 0.01 * jax.random.normal(jax.random.key(0), (1000, 2))
+    >>> potential = make_potential(four_modes, (m,), {}, 10)
     >>> x_map = find_map(jax.random.key(0), potential.estimator, potential.init_position).position
-    >>> count_modes(jax.random.key(1), potential.estimator, x_map, jax.numpy.full(2, 1.6e4),
+    >>> count_modes(jax.random.key(1), potential.estimator, x_map, jnp.full(2, 1.6e4),
     ...             draw_init=potential.draw_init) > 1
     True
     """

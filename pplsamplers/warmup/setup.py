@@ -181,9 +181,14 @@ def mode_stage(options: SetupOptions, model_args: tuple, model_kwargs: dict) -> 
 
     Examples
     --------
-    >>> from models import linear_gaussian
-    >>> args, kwargs = linear_gaussian.load_data(N=2000, D=2)
-    >>> stage = mode_stage(SetupOptions(linear_gaussian.model, subsample_size=100), args, kwargs)
+    >>> import jax, numpyro, numpyro.distributions as dist
+    >>> def linear(A, x):  # theta ~ N(0, I), x_i ~ N(a_i . theta, 3²)
+    ...     theta = numpyro.sample("theta", dist.Normal(0, 1).expand([2]).to_event(1))
+    ...     with numpyro.plate("data", A.shape[0]) as idx:
+    ...         numpyro.sample("x", dist.Normal(A[idx] @ theta, 3.0), obs=x[idx])
+    >>> A = jax.random.normal(jax.random.key(0), (2000, 2))
+    >>> x = A.sum(1) + 3 * jax.random.normal(jax.random.key(1), (2000,))
+    >>> stage = mode_stage(SetupOptions(linear, subsample_size=100), (A, x), {})
     >>> stage.mode.shape, stage.mode_count, stage.anchor is stage.mode
     ((2,), 1, True)
     """
@@ -272,9 +277,14 @@ def setup(
 
     Examples
     --------
-    >>> from models import linear_gaussian
-    >>> args, kwargs = linear_gaussian.load_data(N=2000, D=2)
-    >>> result = setup(SetupOptions(linear_gaussian.model), args, kwargs)
+    >>> import jax, numpyro, numpyro.distributions as dist
+    >>> def linear(A, x):  # theta ~ N(0, I), x_i ~ N(a_i . theta, 3²)
+    ...     theta = numpyro.sample("theta", dist.Normal(0, 1).expand([2]).to_event(1))
+    ...     with numpyro.plate("data", A.shape[0]) as idx:
+    ...         numpyro.sample("x", dist.Normal(A[idx] @ theta, 3.0), obs=x[idx])
+    >>> A = jax.random.normal(jax.random.key(0), (2000, 2))
+    >>> x = A.sum(1) + 3 * jax.random.normal(jax.random.key(1), (2000,))
+    >>> result = setup(SetupOptions(linear), (A, x), {})
     >>> result.estimator.n < result.estimator.N, result.anchor is not None
     (True, True)
     """

@@ -90,13 +90,20 @@ def find_blocks(potential: Potential, x: Array, rng_key: PRNGKey) -> tuple[Block
 
     Examples
     --------
-    >>> from models import robust_hierarchical
+    >>> import jax, jax.numpy as jnp, numpyro, numpyro.distributions as dist
     >>> from pplsamplers.model import make_potential
-    >>> args, kwargs = robust_hierarchical.load_data(num_groups=50, total=2000)
-    >>> potential = make_potential(robust_hierarchical.model, args, kwargs)
+    >>> def model(group, y, num_groups=50):  # random intercepts tau * z[g]
+    ...     mu = numpyro.sample("mu", dist.Normal(0, 10))
+    ...     tau = numpyro.sample("tau", dist.HalfNormal(1))
+    ...     z = numpyro.sample("z", dist.Normal(0, 1).expand([num_groups]).to_event(1))
+    ...     with numpyro.plate("data", y.shape[0]) as idx:
+    ...         numpyro.sample("y", dist.Normal(mu + tau * z[group[idx]], 1), obs=y[idx])
+    >>> group = jnp.repeat(jnp.arange(50), 20)
+    >>> y = group % 5 + jax.random.normal(jax.random.key(0), (1000,))
+    >>> potential = make_potential(model, (group, y))
     >>> blocks, note = find_blocks(potential, potential.init_position, jax.random.key(0))
-    >>> blocks.num_groups, blocks.block_size, int(blocks.globals_.shape[0])
-    (50, 1, 4)
+    >>> blocks.num_groups, blocks.block_size, int(blocks.globals_.shape[0])  # z; mu and tau
+    (50, 1, 2)
     """
     estimator = potential.estimator
     if estimator.N < 2 * MIN_GROUPS:

@@ -94,13 +94,22 @@ def structured_fit(
 
     Examples
     --------
-    >>> from models import mixed_glm
+    >>> import jax, jax.numpy as jnp, numpyro, numpyro.distributions as dist
     >>> from pplsamplers.model import make_potential
-    >>> args, kwargs = mixed_glm.load_data(N=4000, num_groups=100)
-    >>> potential = make_potential(mixed_glm.model, args, kwargs)
+    >>> def glmm(x, group, y, num_groups=100):  # a logistic regression with random intercepts
+    ...     alpha = numpyro.sample("alpha", dist.Normal(0, 10))
+    ...     beta = numpyro.sample("beta", dist.Normal(0, 10))
+    ...     tau = numpyro.sample("tau", dist.HalfNormal(1))
+    ...     z = numpyro.sample("z", dist.Normal(0, 1).expand([num_groups]).to_event(1))
+    ...     with numpyro.plate("data", y.shape[0]) as idx:
+    ...         eta = alpha + beta * x[idx] + tau * z[group[idx]]
+    ...         numpyro.sample("y", dist.Bernoulli(logits=eta), obs=y[idx])
+    >>> group, x = jnp.repeat(jnp.arange(100), 40), jax.random.normal(jax.random.key(0), (4000,))
+    >>> y = jax.random.bernoulli(jax.random.key(1), jax.nn.sigmoid(x + group % 3 - 1)) * 1.0
+    >>> potential = make_potential(glmm, (x, group, y))
     >>> fit, why = structured_fit(potential, potential.init_position, jax.random.key(0))
-    >>> fit.blocks.num_groups, fit.converged, fit.curvature.shape
-    (100, True, (105,))
+    >>> fit.blocks.num_groups, fit.converged, fit.curvature.shape  # 100 groups, 3 globals
+    (100, True, (103,))
     """
     find_key, check_key = jax.random.split(rng_key)
     blocks, found = find_blocks(potential, start, find_key)
