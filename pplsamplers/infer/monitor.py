@@ -176,14 +176,15 @@ def count_capped(
 ) -> Monitor:
     """``monitor`` (leading chain axis) with this draw's capped intervals ``capped`` (per
     chain) counted: at warmup draw :data:`CAPPED_CHECK_DRAWS` (or warmup's last) the count
-    so far goes to ``warn_early`` when it is at least half the intervals, and at warmup's end
-    the count restarts, so that the run's check counts only the draws it keeps."""
+    so far and the draws it was counted over (summed over the chains) go to ``warn_early``
+    when it is at least half of them, and at warmup's end the count restarts, so that the
+    run's check counts only the draws it keeps."""
     count = monitor.capped + capped.astype(jnp.int32)
     check_at = min(CAPPED_CHECK_DRAWS, plan.num_warmup or CAPPED_CHECK_DRAWS) - 1
     mostly = 2 * jnp.sum(count) >= (check_at + 1) * count.shape[0]
     jax.lax.cond(
         (iteration == check_at) & mostly,
-        lambda c: jax.debug.callback(warn_early, jnp.sum(c), check_at + 1),
+        lambda c: jax.debug.callback(warn_early, jnp.sum(c), (check_at + 1) * c.shape[0]),
         lambda c: None,
         count,
     )
@@ -240,14 +241,13 @@ class Reporter:
             # called from the sampling program: no frame of the user's to point at
             warnings.warn(result.warning, SelfCheckWarning, stacklevel=1)
 
-    def warn_capped(self, count: Array, draws: int) -> None:
+    def warn_capped(self, count: Array, draws: Array) -> None:
         """Warn at once that ``count`` of the first ``draws`` warmup draws' sample intervals
-        (over the chains) stopped at the event cap (:func:`count_capped`)."""
+        (summed over the chains) stopped at the event cap (:func:`count_capped`)."""
         name = type(self.owner).__name__
-        total = draws * self.plan.num_chains
         message = (
             f"pplsamplers: {name}'s sample intervals stopped at the event cap "
-            f"(max_events_per_sample) in {int(count)} of the first {total} warmup draws: the "
+            f"(max_events_per_sample) in {int(count)} of the first {int(draws)} warmup draws: the "
             "chains are where the posterior curves far more sharply than the sampler's "
             "reference (a funnel's neck, a degenerate mode), so this run will be slow and its "
             "draws wrong. Try: AutoSampler / NUTS / a non-centred parameterisation"
