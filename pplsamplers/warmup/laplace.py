@@ -216,11 +216,22 @@ def _curvature(
     return 0.5 * (curvature + curvature.T)
 
 
+def _host_inverse_root(matrix: Array) -> np.ndarray:
+    """:func:`~pplsamplers.estimator.blocks.inverse_root` of the small p × p ``matrix`` in
+    float64 on the host: in float32 the eigenvalues of globals on raw covariates (an intercept
+    beside an age in years) are lost below 10⁻⁷ of the largest, the floor is meaningless and
+    the metric points nowhere."""
+    matrix = np.asarray(matrix, np.float64)
+    values, vectors = np.linalg.eigh(0.5 * (matrix + matrix.T))
+    floor = REL_FLOOR * max(float(np.max(np.abs(values))), np.finfo(np.float64).tiny)
+    return vectors / np.sqrt(np.maximum(np.abs(values), floor))[None, :]
+
+
 def _positive_inverse(matrix: Array) -> np.ndarray:
     """M⁻¹ with M's eigenvalues made positive and floored: a descent metric even where M is
     indefinite (S is, along a group scale, wherever the joint density rises toward the funnel's
     neck)."""
-    root = np.asarray(inverse_root(jnp.asarray(matrix), REL_FLOOR), float)
+    root = _host_inverse_root(matrix)
     return root @ root.T
 
 
@@ -240,7 +251,11 @@ def _quasi_newton(
         if decrement < TOLERANCE:
             break
         theta, t, result = np.asarray(point[0][blocks.globals_], float), 1.0, None
-        while t >= 1e-6:
+        # halve down to steps at θ's float resolution, not to a fixed t: a metric from a
+        # region where the data's curvature vanished (a logistic model saturated at a start on
+        # raw covariates) proposes steps 10⁶ sds long, of which a decreasing one is tiny
+        resolution = 10.0 * float(jnp.finfo(point[0].dtype).eps) * (1.0 + np.max(np.abs(theta)))
+        while t * np.max(np.abs(direction)) >= resolution:
             trial = _set_globals(
                 point[0], blocks, jnp.asarray(theta + t * direction, point[0].dtype)
             )
@@ -309,7 +324,7 @@ def nested_laplace(
     inverse = _positive_inverse(schur_complement(point[3]))
     point, decrement, iterations = _quasi_newton(estimator, blocks, point, inverse, max_steps)
     for _ in range(3):  # Newton with f's curvature: the BFGS metric's decrement is unreliable
-        guess = np.asarray(inverse_root(schur_complement(point[3]), REL_FLOOR), float)
+        guess = _host_inverse_root(schur_complement(point[3]))
         if not np.all(np.isfinite(guess)):
             return None
         precision = _curvature(estimator, blocks, point[0], guess)

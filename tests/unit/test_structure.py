@@ -272,3 +272,19 @@ def test_nested_laplace_leaves_a_centred_models_neck():
     alone = nested_laplace(potential.estimator, blocks, init)
     assert both.converged and alone.converged
     np.testing.assert_allclose(both.center, alone.center, atol=1e-6)
+
+
+def test_nested_laplace_converges_in_float32_from_a_saturated_start():
+    """A logistic mixed model on raw covariates (age in years), started at the model's
+    initial point: every linear predictor is ±100, the data's curvature vanishes in float32,
+    and the first metric proposes steps 10⁶ sds long.  The search halves its step down to
+    θ's float resolution and reaches the float64 marginal mode."""
+    modes = {}
+    for dtype, x64 in ((jnp.float32, False), (jnp.float64, True)):
+        with jax.enable_x64(x64):
+            args, kwargs = mixed_glm.load_data(N=4000, num_groups=100, dtype=dtype)
+            potential = make_potential(mixed_glm.model, args, kwargs)
+            fit, why = structured_fit(potential, potential.init_position, jax.random.key(0))
+            assert fit is not None and fit.converged, (dtype, why, fit and fit.notes)
+            modes[dtype] = np.asarray(fit.center[fit.blocks.globals_], float)
+    np.testing.assert_allclose(modes[jnp.float32], modes[jnp.float64], atol=5e-3)
