@@ -20,11 +20,11 @@ class SGLD(SubsampledKernel, kernel=sgld, positional=("step_size",)):
 
     Examples
     --------
-    Ten of the 100 data per step, with a fixed step size:
+    Ten of the 100 data per step, the step size set in warmup:
 
     >>> from pplsamplers.datasets import tiny_regression
     >>> model, run = tiny_regression()
-    >>> run(SGLD(model, step_size=1e-3, subsample_size=10)).get_samples()["mu"].shape
+    >>> run(SGLD(model, subsample_size=10)).get_samples()["mu"].shape
     (100,)
     """
 
@@ -41,7 +41,7 @@ class SGBD(SubsampledKernel, kernel=sgbd, positional=("step_size",)):
     --------
     >>> from pplsamplers.datasets import tiny_regression
     >>> model, run = tiny_regression()
-    >>> run(SGBD(model, step_size=0.05, subsample_size=10)).get_samples()["mu"].shape
+    >>> run(SGBD(model, subsample_size=10)).get_samples()["mu"].shape
     (100,)
     """
 
@@ -56,7 +56,7 @@ class CSGLD(SubsampledKernel, kernel=csgld, positional=("step_size",)):
     --------
     >>> from pplsamplers.datasets import tiny_regression
     >>> model, run = tiny_regression()
-    >>> run(CSGLD(model, step_size=1e-3, subsample_size=10)).get_samples()["mu"].shape
+    >>> run(CSGLD(model, subsample_size=10)).get_samples()["mu"].shape
     (100,)
     """
 
@@ -71,7 +71,7 @@ class SGRLD(SubsampledKernel, kernel=sgrld, positional=("step_size",)):
     --------
     >>> from pplsamplers.datasets import tiny_regression
     >>> model, run = tiny_regression()
-    >>> run(SGRLD(model, step_size=1e-3, metric=[[100.0]], subsample_size=10)).get_samples()["mu"].shape
+    >>> run(SGRLD(model, metric=[[100.0]], subsample_size=10)).get_samples()["mu"].shape
     (100,)
     """
 
