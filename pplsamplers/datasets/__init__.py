@@ -13,6 +13,12 @@ Examples
 """
 
 from pplsamplers.datasets import logistic_regression
-from pplsamplers.datasets.tiny import tiny_estimator, tiny_regression
+from pplsamplers.datasets.tiny import tiny_estimator, tiny_linear, tiny_mixture, tiny_regression
 
-__all__ = ["logistic_regression", "tiny_estimator", "tiny_regression"]
+__all__ = [
+    "logistic_regression",
+    "tiny_estimator",
+    "tiny_linear",
+    "tiny_mixture",
+    "tiny_regression",
+]

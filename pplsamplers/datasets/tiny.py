@@ -1,7 +1,8 @@
 """Tiny ready-made targets for the runnable examples of the docstrings.
 
 :func:`tiny_regression` is a NumPyro model with a data plate and its data (the samplers'
-examples); :func:`tiny_estimator` is a hand-written
+examples), :func:`tiny_linear` a two-parameter regression and :func:`tiny_mixture` a mixture
+with enumerated assignments (the set-up's examples); :func:`tiny_estimator` is a hand-written
 :class:`~pplsamplers.estimator.Estimator` (the kernels' examples).
 
 Examples
@@ -96,4 +97,58 @@ def tiny_estimator(
     return build_estimator(terms, dim=dim, N=N, n=min(n, N))
 
 
-__all__ = ["normal_mean", "tiny_estimator", "tiny_regression"]
+def linear(A: Array, x: Array) -> None:
+    """The model of :func:`tiny_linear`: theta ~ N(0, I₂), x_i ~ N(a_i · theta, 3²) over the
+    plate ``"data"``."""
+    theta = numpyro.sample("theta", dist.Normal(0, 1).expand([2]).to_event(1))
+    with numpyro.plate("data", A.shape[0]) as idx:
+        numpyro.sample("x", dist.Normal(A[idx] @ theta, 3.0), obs=x[idx])
+
+
+def tiny_linear(N: int = 2000) -> tuple[Callable[..., None], tuple[Array, Array]]:
+    """A two-parameter linear regression and its N rows: ``(model, (A, x))``.
+
+    Examples
+    --------
+    >>> model, (A, x) = tiny_linear()
+    >>> model.__name__, A.shape, x.shape
+    ('linear', (2000, 2), (2000,))
+    """
+    A = jax.random.normal(jax.random.key(0), (N, 2))
+    return linear, (A, A.sum(1) + 3 * jax.random.normal(jax.random.key(1), (N,)))
+
+
+def mixture(y: Array) -> None:
+    """The model of :func:`tiny_mixture`: three normal components with weights w, means mu
+    and a common sd sigma; each datum's component z is enumerated (``config_enumerate``)."""
+    w = numpyro.sample("w", dist.Dirichlet(jnp.ones(3)))
+    mu = numpyro.sample("mu", dist.Normal(70, 50).expand([3]).to_event(1))
+    sigma = numpyro.sample("sigma", dist.HalfNormal(20))
+    with numpyro.plate("data", y.shape[0]):
+        z = numpyro.sample("z", dist.Categorical(w), infer={"enumerate": "parallel"})
+        numpyro.sample("y", dist.Normal(mu[z], sigma), obs=y)
+
+
+def tiny_mixture(per_component: int = 500) -> tuple[Callable[..., None], tuple[Array]]:
+    """A three-component mixture with enumerated assignments and its data, ``per_component``
+    draws around each of 60, 75 and 90 with sd 3: ``(model, (y,))``.
+
+    Examples
+    --------
+    >>> model, (y,) = tiny_mixture()
+    >>> model.__name__, y.shape
+    ('mixture', (1500,))
+    """
+    y = jnp.tile(jnp.array([60.0, 75, 90]), per_component)
+    return mixture, (y + 3 * jax.random.normal(jax.random.key(0), y.shape),)
+
+
+__all__ = [
+    "linear",
+    "mixture",
+    "normal_mean",
+    "tiny_estimator",
+    "tiny_linear",
+    "tiny_mixture",
+    "tiny_regression",
+]

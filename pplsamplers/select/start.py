@@ -35,19 +35,9 @@ def nuts_start(view: ModelView) -> Callable | None:
 
     Examples
     --------
-    >>> import jax, jax.numpy as jnp, numpyro, numpyro.distributions as dist
-    >>> from numpyro.contrib.funsor import config_enumerate
+    >>> from pplsamplers.datasets import tiny_mixture
     >>> from pplsamplers.model import inspect
-    >>> @config_enumerate
-    ... def mixture(y):  # three components, the assignments z enumerated
-    ...     w = numpyro.sample("w", dist.Dirichlet(jnp.ones(3)))
-    ...     mu = numpyro.sample("mu", dist.Normal(70, 50).expand([3]).to_event(1))
-    ...     sigma = numpyro.sample("sigma", dist.HalfNormal(20))
-    ...     with numpyro.plate("data", y.shape[0]):
-    ...         z = numpyro.sample("z", dist.Categorical(w))
-    ...         numpyro.sample("y", dist.Normal(mu[z], sigma), obs=y)
-    >>> y = jnp.tile(jnp.array([60.0, 75, 90]), 500)  # 500 draws of each, sd 3
-    >>> y = y + 3 * jax.random.normal(jax.random.key(0), y.shape)
+    >>> mixture, (y,) = tiny_mixture()  # three components, the assignments enumerated
     >>> nuts_start(inspect(mixture, (y,))) is not None
     True
     """

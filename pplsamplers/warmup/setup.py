@@ -181,13 +181,8 @@ def mode_stage(options: SetupOptions, model_args: tuple, model_kwargs: dict) -> 
 
     Examples
     --------
-    >>> import jax, numpyro, numpyro.distributions as dist
-    >>> def linear(A, x):  # theta ~ N(0, I), x_i ~ N(a_i . theta, 3²)
-    ...     theta = numpyro.sample("theta", dist.Normal(0, 1).expand([2]).to_event(1))
-    ...     with numpyro.plate("data", A.shape[0]) as idx:
-    ...         numpyro.sample("x", dist.Normal(A[idx] @ theta, 3.0), obs=x[idx])
-    >>> A = jax.random.normal(jax.random.key(0), (2000, 2))
-    >>> x = A.sum(1) + 3 * jax.random.normal(jax.random.key(1), (2000,))
+    >>> from pplsamplers.datasets import tiny_linear
+    >>> linear, (A, x) = tiny_linear()  # theta ~ N(0, I), x_i ~ N(a_i . theta, 3²), 2000 rows
     >>> stage = mode_stage(SetupOptions(linear, subsample_size=100), (A, x), {})
     >>> stage.mode.shape, stage.mode_count, stage.anchor is stage.mode
     ((2,), 1, True)
@@ -277,13 +272,8 @@ def setup(
 
     Examples
     --------
-    >>> import jax, numpyro, numpyro.distributions as dist
-    >>> def linear(A, x):  # theta ~ N(0, I), x_i ~ N(a_i . theta, 3²)
-    ...     theta = numpyro.sample("theta", dist.Normal(0, 1).expand([2]).to_event(1))
-    ...     with numpyro.plate("data", A.shape[0]) as idx:
-    ...         numpyro.sample("x", dist.Normal(A[idx] @ theta, 3.0), obs=x[idx])
-    >>> A = jax.random.normal(jax.random.key(0), (2000, 2))
-    >>> x = A.sum(1) + 3 * jax.random.normal(jax.random.key(1), (2000,))
+    >>> from pplsamplers.datasets import tiny_linear
+    >>> linear, (A, x) = tiny_linear()  # theta ~ N(0, I), x_i ~ N(a_i . theta, 3²), 2000 rows
     >>> result = setup(SetupOptions(linear), (A, x), {})
     >>> result.estimator.n < result.estimator.N, result.anchor is not None
     (True, True)

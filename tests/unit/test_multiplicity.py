@@ -57,7 +57,11 @@ def test_a_slow_or_shifted_coordinate_among_thousands_still_fails(kind, failure)
     """A scalar keeps a near-strict bound (it is one of two sites): tau mixing with
     autocorrelation 0.97 (ESS about 3 per chain) fails ESS or R-hat, and tau 0.5 sd off
     fails the Stein check; one group effect 0.8 sd off fails it too."""
-    kwargs = {"slow": {"tau_rho": 0.97}, "tau_shift": {"tau_shift": 0.5}, "z_shift": {"z_shift": 0.8}}
+    kwargs = {
+        "slow": {"tau_rho": 0.97},
+        "tau_shift": {"tau_shift": 0.5},
+        "z_shift": {"z_shift": 0.8},
+    }
     result = _gaussian_run(**kwargs[kind])
     assert not result.passed
     assert set(result.failures) & set(failure), result.warning
