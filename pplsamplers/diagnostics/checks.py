@@ -46,6 +46,7 @@ from pplsamplers.diagnostics.multiplicity import (
     chance_error,
     coordinate_multiplicity,
     ess_floor,
+    kurtosis_of,
     rhat_bound,
     slack_z,
 )
@@ -193,14 +194,6 @@ def coherent_tolerance(dim: int, thresholds: Thresholds = Thresholds()) -> float
     return thresholds.tol_coherent_shift * math.sqrt(2.0 / dim)
 
 
-def _kurtosis(draws: np.ndarray) -> np.ndarray:
-    """Per coordinate, the kurtosis E(x − x̄)⁴ / var² of ``draws`` (chains, n, D) (3 if normal)."""
-    flat = draws.reshape(-1, draws.shape[-1])
-    centred = flat - flat.mean(0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.mean(centred**4, 0) / np.mean(centred**2, 0) ** 2
-
-
 def warn(result: SelfCheck, stacklevel: int = 2) -> None:
     """Issue ``result.warning`` as a :class:`SelfCheckWarning` when the check failed."""
     if not result.passed:
@@ -303,9 +296,8 @@ def self_check(
     multiplicity = coordinate_multiplicity(names)
     slack = slack_z(multiplicity, th.z)
     kept = draws[usable] if np.any(usable) else draws
-    kurtosis = _kurtosis(kept)
-    # a coordinate fails when its error exceeds the tolerance (plus the Stein terms' noise)
-    # *and* what the realised Monte Carlo error of D checks could show by chance
+    kurtosis = kurtosis_of(kept)
+    # an error fails above the tolerance (+ Stein noise) *and* what chance could show
     mean_gap = np.abs(mean_err) - np.fmax(
         th.tol_mean + slack * stein.mean_mcse, slack * chance_error(stein.mean_mcse, ess)
     )
@@ -327,11 +319,9 @@ def self_check(
             value = {"stein_mean": mean_err, "stein_sd": ratio, "rhat": rhat, "ess": ess}[check]
             fix = "stein" if check.startswith("stein") else check
             fails.append((check, message.format(value[j]) + f" on {names[j]}", fix))
-    coherent_chance = np.sqrt(
-        stein.coherent_scale_mcse**2 + np.nanmean((np.maximum(kurtosis - 1.0, 0.0)) / ess) / dim
-    )  # the averaged sample variances' own error, coordinates taken as independent
+    chance = chance_error(stein.coherent_scale_mcse, ess, kurtosis, averaged=True)
     coherent_excess = abs(coherent) - max(
-        coherent_tolerance(dim, th) + th.z * stein.coherent_scale_mcse, th.z * coherent_chance
+        coherent_tolerance(dim, th) + th.z * stein.coherent_scale_mcse, th.z * float(chance)
     )
     if dim >= COHERENT_MIN_DIM and coherent_excess > 0:  # NaN: no failure
         fails.append(

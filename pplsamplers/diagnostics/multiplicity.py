@@ -100,14 +100,31 @@ def ess_floor(total: int, multiplicity: np.ndarray, base: float = 100.0) -> np.n
 
 
 def chance_error(
-    stein_mcse: np.ndarray, ess: np.ndarray, kurtosis: np.ndarray | None = None
+    stein_mcse: np.ndarray,
+    ess: np.ndarray,
+    kurtosis: np.ndarray | None = None,
+    averaged: bool = False,
 ) -> np.ndarray:
     """The Monte Carlo error of a Stein mean error (``kurtosis`` ``None``) or sd ratio: the
     Stein terms' MCSE and the realised error of the draws' own mean, 1/√ESS, or own sd,
-    √((κ − 1)/(4·ESS)), in quadrature (NaN ESS: the Stein MCSE alone)."""
+    √((κ − 1)/(4·ESS)), in quadrature (NaN ESS: the Stein MCSE alone).  ``averaged``: of the
+    scale error c² − 1 averaged over the D coordinates, Σ_j (κ_j − 1)/ESS_j / D² for
+    coordinates taken as independent (a scalar)."""
     ess = np.where(np.isfinite(ess) & (ess > 0), ess, np.inf)
-    own = 1.0 / ess if kurtosis is None else np.maximum(kurtosis - 1.0, 0.0) / (4.0 * ess)
+    if kurtosis is None:
+        return np.sqrt(np.asarray(stein_mcse, float) ** 2 + 1.0 / ess)
+    own = np.maximum(kurtosis - 1.0, 0.0) / ess
+    own = np.nanmean(own) / own.size if averaged else own / 4.0
     return np.sqrt(np.asarray(stein_mcse, float) ** 2 + own)
+
+
+def kurtosis_of(draws: np.ndarray) -> np.ndarray:
+    """Per coordinate, the kurtosis E(x − x̄)⁴ / var² of ``draws`` (chains, n, D): 3 if
+    normal."""
+    centred = draws.reshape(-1, draws.shape[-1])
+    centred = centred - centred.mean(0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.mean(centred**4, 0) / np.mean(centred**2, 0) ** 2
 
 
 __all__ = [
@@ -116,6 +133,7 @@ __all__ = [
     "chance_error",
     "coordinate_multiplicity",
     "ess_floor",
+    "kurtosis_of",
     "level",
     "rhat_bound",
     "slack_z",
