@@ -222,6 +222,8 @@ def _host_inverse_root(matrix: Array) -> np.ndarray:
     beside an age in years) are lost below 10⁻⁷ of the largest, the floor is meaningless and
     the metric points nowhere."""
     matrix = np.asarray(matrix, np.float64)
+    if not np.all(np.isfinite(matrix)):  # NaN, as the device's eigh would give: no metric
+        return np.full_like(matrix, np.nan)
     values, vectors = np.linalg.eigh(0.5 * (matrix + matrix.T))
     floor = REL_FLOOR * max(float(np.max(np.abs(values))), np.finfo(np.float64).tiny)
     return vectors / np.sqrt(np.maximum(np.abs(values), floor))[None, :]
