@@ -275,17 +275,18 @@ def self_check(
     th = thresholds
     nonfinite, frozen, diverged = chain_health(draws, th)
     usable = (nonfinite == 0) & ~diverged
-    nan = np.full(dim, np.nan)
-    rhat, ess = convergence(draws[usable]) if np.any(usable) else (nan, nan)
+    any_usable = bool(np.any(usable))
+    kept = draws[usable] if any_usable else draws
+    rhat, ess = convergence(kept) if any_usable else (np.full(dim, np.nan),) * 2
     stein, how, stein_bad = None, "skipped: no finite, non-diverged chain", 0
-    if scores is not None and np.any(usable):
+    if scores is not None and any_usable:
         given = np.asarray(scores, dtype=float).reshape(draws.shape)[usable]
-        stein, how, stein_bad = stein_errors(draws[usable], None, 0, None, whiten, given)
+        stein, how, stein_bad = stein_errors(kept, None, 0, None, whiten, given)
     elif potential is None:
         how = "skipped: no full-data potential for this model"
-    elif np.any(usable):
+    elif any_usable:
         thin_to = default_thin_to(potential.N) if thin_to is None else thin_to
-        stein, how, stein_bad = stein_errors(draws[usable], potential, thin_to, rng_key, whiten)
+        stein, how, stein_bad = stein_errors(kept, potential, thin_to, rng_key, whiten)
     if stein is None:
         stein = SteinErrors.missing(dim)
     mean_err, ratio = stein.mean_err, stein.sd_ratio
@@ -295,7 +296,6 @@ def self_check(
     fails: list[tuple[str, str, str]] = []  # (check, message, fix key)
     multiplicity = coordinate_multiplicity(names)
     slack = slack_z(multiplicity, th.z)
-    kept = draws[usable] if np.any(usable) else draws
     kurtosis = kurtosis_of(kept)
     # an error fails above the tolerance (+ Stein noise) *and* what chance could show
     mean_gap = np.abs(mean_err) - np.fmax(

@@ -22,7 +22,7 @@ matrix is ever formed, and D = 10⁵ group effects are as cheap as a regression.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -195,9 +195,15 @@ def inverse_root(matrix: Array, rel_floor: float) -> Array:
     floored at ``rel_floor`` times the largest (a flat or indefinite direction still gets a
     finite, wide scale)."""
     values, vectors = jnp.linalg.eigh(matrix)
-    top = jnp.max(jnp.abs(values), axis=-1, keepdims=True)
-    floor = rel_floor * jnp.maximum(top, jnp.finfo(values.dtype).tiny)
-    return vectors / jnp.sqrt(jnp.maximum(jnp.abs(values), floor))[..., None, :]
+    return floored_root(values, vectors, rel_floor)
+
+
+def floored_root(values: Array, vectors: Array, rel_floor: float, xp: Any = jnp) -> Array:
+    """:func:`inverse_root` from the eigendecomposition (``values``, ``vectors``) of M, with
+    the array module ``xp`` (``numpy`` for a float64 root on the host)."""
+    top = xp.max(xp.abs(values), axis=-1, keepdims=True)
+    floor = rel_floor * xp.maximum(top, xp.finfo(values.dtype).tiny)
+    return vectors / xp.sqrt(xp.maximum(xp.abs(values), floor))[..., None, :]
 
 
 def num_floored(matrix: Array, rel_floor: float) -> Array:
@@ -293,6 +299,7 @@ __all__ = [
     "Blocks",
     "block_hessian",
     "block_whitening",
+    "floored_root",
     "gradient_moments",
     "group_hessian",
     "inverse_root",

@@ -40,6 +40,7 @@ from pplsamplers.estimator.blocks import (
     BlockHessian,
     Blocks,
     block_hessian,
+    floored_root,
     group_hessian,
     inverse_root,
 )
@@ -225,8 +226,7 @@ def _host_inverse_root(matrix: Array) -> np.ndarray:
     if not np.all(np.isfinite(matrix)):  # NaN, as the device's eigh would give: no metric
         return np.full_like(matrix, np.nan)
     values, vectors = np.linalg.eigh(0.5 * (matrix + matrix.T))
-    floor = REL_FLOOR * max(float(np.max(np.abs(values))), np.finfo(np.float64).tiny)
-    return vectors / np.sqrt(np.maximum(np.abs(values), floor))[None, :]
+    return floored_root(values, vectors, REL_FLOOR, xp=np)
 
 
 def _positive_inverse(matrix: Array) -> np.ndarray:

@@ -21,6 +21,16 @@ from pplsamplers.estimator import (
 from pplsamplers.types import Array, PRNGKey
 from pplsamplers.warmup.mode import MAX_DENSE_DIM
 
+MAX_NARROWED = 8
+"""Floored directions :func:`posterior_scale` reports (the flattest first)."""
+
+
+def _unit_columns(dim: int, indices: np.ndarray) -> np.ndarray:
+    """The coordinate unit vectors ``indices`` as the columns of a (dim, k) array."""
+    columns = np.zeros((dim, len(indices)))
+    columns[indices, np.arange(len(indices))] = 1.0
+    return columns
+
 
 def posterior_scale(
     potential: Estimator,
@@ -66,7 +76,9 @@ def posterior_scale(
         ``(D, D)`` or ``(D,)``, in the potential's dtype.
     info : dict
         ``kind``, ``method``, ``num_clipped`` (values below the floor, negatives included),
-        ``num_negative``, ``floor``, ``curvature_min``/``curvature_max`` (before flooring),
+        ``num_negative``, ``narrowed`` (D × k: the directions of the k ≤ ``MAX_NARROWED``
+        smallest floored values, as unit vectors), ``floor``,
+        ``curvature_min``/``curvature_max`` (before flooring),
         ``condition_number`` (after) and ``num_evals`` (per-datum evaluations).
 
     Examples
@@ -134,10 +146,12 @@ def posterior_scale(
             factor = vectors / np.sqrt(floored)
     else:
         factor = 1.0 / np.sqrt(floored)
+    narrowed = np.argsort(values)[: min(int(np.sum(values < floor)), MAX_NARROWED)]
     info = dict(
         kind=kind,
         method=method,
         num_clipped=int(np.sum(values < floor)),
+        narrowed=vectors[:, narrowed] if kind == "dense" else _unit_columns(dim, narrowed),
         num_negative=int(np.sum(values < -floor)),  # a rounded zero is flat, not negative
         floor=floor,
         curvature_min=float(np.min(values)),

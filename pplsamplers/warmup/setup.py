@@ -41,7 +41,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from pplsamplers.diagnostics import coordinate_names
+from pplsamplers.diagnostics import SelfCheckWarning, coordinate_names
 from pplsamplers.estimator import (
     Potential,
     Whitening,
@@ -74,7 +74,12 @@ from pplsamplers.warmup.scale import (
 from pplsamplers.warmup.smoothness import smoothness_check
 from pplsamplers.warmup.stage import ModeStage, Setup
 from pplsamplers.warmup.structured import STRUCTURED_NOISE_TARGET, StructuredFit, structured_fit
-from pplsamplers.warmup.variational import laplace_check, refine_laplace
+from pplsamplers.warmup.variational import (
+    MISFIT_THRESHOLD,
+    laplace_check,
+    narrowed_check,
+    refine_laplace,
+)
 
 
 def _potential(options: SetupOptions, model_args: tuple, model_kwargs: dict) -> tuple:
@@ -137,6 +142,34 @@ def _warn_not_converged(note: str) -> None:
         "control variate are built there anyway. Check the model for a flat or unbounded "
         "direction (an improper posterior), or pass precondition=None and "
         "control_variate=False.",
+        stacklevel=5,
+    )
+
+
+def _check_narrowed(
+    estimator: Any, whitening: Whitening, info: dict[str, Any], notes: dict[str, str]
+) -> None:
+    """Note, as ``notes["degenerate_mode"]``, a mode where the directions the scale's floor
+    narrowed are far from Gaussian at their own width
+    (:func:`~pplsamplers.warmup.variational.narrowed_check`): a funnel's neck."""
+    if not info.get("num_clipped"):
+        return
+    wide = narrowed_check(jax.random.PRNGKey(SEED + 4), estimator, whitening, info["narrowed"])
+    if wide is not None and wide > MISFIT_THRESHOLD:
+        notes["degenerate_mode"] = (
+            f"its curvature spans more than {info['curvature_max'] / info['floor']:.0e}, and "
+            f"along the {info['num_clipped']} direction(s) the Gaussian set-up narrowed to "
+            f"hold it the posterior is far from Gaussian (Laplace log-weight sd {wide:.3g} > "
+            f"{MISFIT_THRESHOLD:g} at their own width)"
+        )
+
+
+def _warn_degenerate(note: str) -> None:
+    warnings.warn(
+        f"pplsamplers: the posterior's mode is degenerate, a funnel's neck or a boundary: "
+        f"{note}. The sampler's Gaussian reference sits in it, so this run will be slow or "
+        "wrong. Try: AutoSampler / NUTS / a non-centred parameterisation.",
+        SelfCheckWarning,
         stacklevel=5,
     )
 
@@ -215,6 +248,7 @@ def mode_stage(options: SetupOptions, model_args: tuple, model_kwargs: dict) -> 
             potential, n, view, rows, notes, structure, choice, (model_args, model_kwargs)
         )
     center = mode if mode is not None else jnp.zeros(dim, dtype)
+    info: dict[str, Any] = {}
     if precondition is None:
         factor = jnp.ones(dim, dtype)
         notes["precondition"] = "off (precondition=None)"
@@ -253,6 +287,7 @@ def mode_stage(options: SetupOptions, model_args: tuple, model_kwargs: dict) -> 
     misfit = None
     if mode is not None and estimated:
         misfit = laplace_check(jax.random.PRNGKey(SEED + 4), estimator, whitening)
+        _check_narrowed(estimator, whitening, info, notes)
     return ModeStage(
         potential, n, view, rows, MappingProxyType(notes), mode, whitening, anchor,
         mode_count, misfit, (model_args, model_kwargs),
@@ -282,6 +317,8 @@ def setup(
     if stage is None or not same_objects(stage.arguments, (model_args, model_kwargs)):
         stage = mode_stage(options, model_args, model_kwargs)
     potential, n, notes = stage.potential, stage.subsample_size, dict(stage.notes)
+    if "degenerate_mode" in notes:
+        _warn_degenerate(notes["degenerate_mode"])
     base, whitening, anchor = potential.estimator, stage.whitening, stage.anchor
     estimated = isinstance(options.precondition, str)
     structure = stage.structure

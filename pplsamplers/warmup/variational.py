@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from pplsamplers.estimator import Estimator, Whitening, whiten
@@ -197,6 +198,50 @@ def _misfit(potential: Estimator, key: PRNGKey, whitening: Any) -> Array:
     return laplace_misfit(key, whiten(potential, whitening), MISFIT_DRAWS)
 
 
+def narrowed_check(
+    rng_key: PRNGKey, potential: Estimator, whitening: Whitening, narrowed: Any
+) -> float | None:
+    """The Laplace check along the directions the scale's floor narrowed, each widened to the
+    sd its own curvature gives: ``None`` where no such direction curves upward.
+
+    :func:`~pplsamplers.warmup.scale.posterior_scale` floors the curvature at 10⁻⁸ of its
+    largest value, which narrows a direction flatter than that.  At a funnel's neck (Neal's
+    funnel: v ~ N(0, 3), x_i | v ~ N(0, e^v), joint mode v = −40.5) the curvature is e^40.5
+    along x and 1/9 along v, so v's sd shrinks from 3 to 10⁻⁵: Laplace draws never leave the
+    neck and :func:`laplace_check` reads them as Gaussian.  Drawn with v's own sd of 3, the
+    log-weights spread by tens of nats.  A direction that is merely scaled (a raw covariate
+    beside an intercept) stays Gaussian at its own width and passes.
+
+    ``narrowed``: (D, k) unit directions (``posterior_scale``'s ``info["narrowed"]``); their
+    curvature comes from one batch of Hessian-vector products at the centre.
+    """
+    narrowed = np.asarray(narrowed, np.float64)
+    if narrowed.size == 0:
+        return None
+    center, factor = whitening
+    directions = jnp.asarray(narrowed.T, center.dtype)
+    grad = lambda x: potential.full_value_and_grad(x)[1]  # noqa: E731
+    curve = jax.jit(jax.vmap(lambda e: e @ jax.jvp(grad, (center,), (e,))[1]))
+    curvature = np.asarray(curve(directions), np.float64)
+    factor = np.asarray(factor, np.float64)
+    if factor.ndim == 1:  # diagonal: the directions are coordinates
+        wide = factor.copy()
+        for e, c in zip(narrowed.T, curvature, strict=True):
+            j = int(np.argmax(np.abs(e)))
+            wide[j] = max(wide[j], c**-0.5) if c > 0 else wide[j]
+    else:
+        cov = factor @ factor.T
+        for e, c in zip(narrowed.T, curvature, strict=True):
+            if c > 0:
+                cov = cov + max(1.0 / c - e @ cov @ e, 0.0) * np.outer(e, e)
+        values, vectors = np.linalg.eigh(0.5 * (cov + cov.T))
+        root = vectors * np.sqrt(np.maximum(values, 0.0))[None, :]
+        wide = np.linalg.qr(root.T, mode="r").T  # lower triangular, wide wideᵀ = cov
+    if not np.any(curvature > 0) or not np.all(np.isfinite(wide)):
+        return None
+    return laplace_check(rng_key, potential, Whitening(center, jnp.asarray(wide, center.dtype)))
+
+
 def refine_laplace(
     rng_key: PRNGKey,
     potential: Estimator,
@@ -269,5 +314,6 @@ __all__ = [
     "fit_gaussian",
     "laplace_check",
     "laplace_misfit",
+    "narrowed_check",
     "refine_laplace",
 ]

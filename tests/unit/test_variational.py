@@ -5,12 +5,18 @@ silent on a Gaussian and fires on the hierarchical model, whose joint mode is fa
 posterior mass, and there the fit moves the chains' Gaussian into that mass.
 """
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpyro
+import numpyro.distributions as dist
 import pytest
 
+from pplsamplers.diagnostics import SelfCheckWarning
 from pplsamplers.estimator import Whitening, build_estimator
+from pplsamplers.warmup import SetupOptions, mode_stage, setup
 from pplsamplers.warmup.variational import (
     MISFIT_THRESHOLD,
     fit_gaussian,
@@ -83,3 +89,40 @@ def test_hierarchical_model_gets_a_gaussian_in_its_posterior_mass():
     tau = setup.potential.constrain(setup.whitening.to_x(jnp.zeros(setup.potential.dim)))["tau"]
     reference = common.reference("hierarchical")["tau"]
     assert abs(float(tau) - float(reference["mean"])) < 0.5 * float(reference["sd"]), tau
+
+
+def _neals_funnel():
+    v = numpyro.sample("v", dist.Normal(0.0, 3.0))
+    numpyro.sample("x", dist.Normal(jnp.zeros(9), jnp.exp(v / 2)))
+
+
+def _raw_regression(X, y):
+    """Flat priors; the second covariate is in units of 10⁵ (income in dollars), so the
+    curvature spans 10¹⁰ and the scale's floor narrows the intercept."""
+    w = numpyro.sample("w", dist.ImproperUniform(dist.constraints.real, (), (2,)))
+    with numpyro.plate("data", X.shape[0]):
+        numpyro.sample("y", dist.Normal(X @ w, 1.0), obs=y)
+
+
+def test_a_funnels_neck_is_degenerate_and_a_kernel_says_so_before_sampling():
+    """Neal's funnel's joint mode (v = −40.5) curves e^40.5 along x and 1/9 along v: the
+    floor narrows v's sd from 3 to 10⁻⁵, the plain Laplace check passes, and the check along
+    the narrowed direction at its own width must not."""
+    with jax.enable_x64(True):
+        stage = mode_stage(SetupOptions(_neals_funnel), (), {})
+        assert "floored" in stage.notes["precondition"]
+        assert stage.laplace_misfit <= MISFIT_THRESHOLD  # the plain check is fooled
+        assert "degenerate_mode" in stage.notes
+        with pytest.warns(SelfCheckWarning, match="degenerate.*funnel.*Try: AutoSampler"):
+            setup(SetupOptions(_neals_funnel), (), {}, stage=stage)
+
+
+def test_a_direction_narrowed_only_by_raw_scales_is_not_degenerate():
+    rng = np.random.default_rng(0)
+    X = np.column_stack([np.ones(2000), rng.normal(5e4, 2e4, 2000)])
+    y = X @ np.array([1.0, 2e-5]) + rng.normal(size=2000)
+    with jax.enable_x64(True), warnings.catch_warnings():
+        warnings.simplefilter("error", SelfCheckWarning)
+        result = setup(SetupOptions(_raw_regression), (jnp.asarray(X), jnp.asarray(y)), {})
+    assert "floored" in result.notes["precondition"]  # the narrowed path was taken
+    assert "degenerate_mode" not in result.notes
