@@ -17,7 +17,9 @@ pplsamplers kernel gets the same by default, in stages:
    block of rows shuffled once (:func:`~pplsamplers.model.shuffled_view`);
 5. **Laplace check**: where importance weights of Laplace draws show the Gaussian to be poor
    (a hierarchical model's joint mode is far from its mass), a Gaussian variational fit
-   replaces it (:mod:`~pplsamplers.warmup.variational`);
+   replaces it (:mod:`~pplsamplers.warmup.variational`); where the scale's floor narrowed a
+   direction, the check is repeated along it at its own width, and a mode far from Gaussian
+   there (a funnel's neck) is noted as ``degenerate_mode`` and warned about before sampling;
 6. **whitening**: the kernel samples z with x = c + L z, where the posterior has about unit
    scale, so each kernel's unit-scale defaults hold on any problem.
 
