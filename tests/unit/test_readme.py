@@ -1,7 +1,7 @@
 """The README stays short and the user-facing text stays inside the repository (no JAX work):
 the README's length and links, no reference to a file outside the repository in the package,
 the docs (links to folders followed, so the tutorials too) or the README, no machine path in
-the notebooks' stored outputs, and the changelog's ``Unreleased`` section.
+the notebooks' stored outputs, every tutorial stored executed with a figure, and the changelog's ``Unreleased`` section.
 """
 
 from __future__ import annotations
@@ -111,6 +111,23 @@ def test_stored_notebook_outputs_hold_no_machine_path():
         "stored outputs with an absolute path (clear them, or run the notebook so that the "
         "path is not printed): " + ", ".join(offenders[:20])
     )
+
+
+def test_every_tutorial_is_stored_executed_with_a_figure():
+    """The docs render the tutorials as stored (not executed), so each must be stored run in
+    order from top to bottom, with no error output and at least one figure."""
+    problems = []
+    for path in _notebooks():
+        code = [c for c in json.loads(path.read_text(encoding="utf-8"))["cells"]
+                if c["cell_type"] == "code"]  # fmt: skip
+        outputs = [o for c in code for o in c.get("outputs", [])]
+        if [c.get("execution_count") for c in code] != list(range(1, len(code) + 1)):
+            problems.append(f"{path.name}: not stored executed in order")
+        if any(o.get("output_type") == "error" for o in outputs):
+            problems.append(f"{path.name}: an error output")
+        if not any("image/png" in o.get("data", {}) for o in outputs):
+            problems.append(f"{path.name}: no figure")
+    assert not problems, "; ".join(problems)
 
 
 def test_changelog_has_an_unreleased_section():
