@@ -1,7 +1,8 @@
 """The README stays short and the user-facing text stays inside the repository (no JAX work):
 the README's length and links, no reference to a file outside the repository in the package,
 the docs (links to folders followed, so the tutorials too) or the README, no machine path in
-the notebooks' stored outputs, every tutorial stored executed with a figure, and the changelog's ``Unreleased`` section.
+the notebooks' stored outputs, every tutorial stored executed with a figure, and the
+changelog's ``Unreleased`` section.
 """
 
 from __future__ import annotations
