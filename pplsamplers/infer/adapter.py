@@ -58,8 +58,6 @@ from pplsamplers.types import Array, PRNGKey
 from pplsamplers.warmup import Setup, SetupOptions
 from pplsamplers.warmup import metric as metrics
 
-SEED = warmup.SEED
-
 
 class Prepared(NamedTuple):
     """The set-up for one data set and what the kernel derives from it.
@@ -80,14 +78,15 @@ class Prepared(NamedTuple):
 
 
 class SubsampledKernel(MCMCKernel):
-    """The NumPyro ``MCMCKernel`` of every pplsamplers sampler (module docstring).
+    __doc__ = describe_options(
+        """The NumPyro ``MCMCKernel`` of every pplsamplers sampler (module docstring).
 
-    A sampler class names its kernel's module, which exports ``Options`` (the options
-    dataclass), ``declare(options) -> KernelSpec`` and ``Info`` (the kernel's diagnostics), and
-    the options it takes positionally: ``class SGLD(SubsampledKernel, kernel=sgld,
-    positional=("step_size",))``.  Its signature and the Parameters of its docstring are
-    derived from the dataclass, so each default is stated once.
-    """
+        A sampler class names its kernel's module (its ``Options`` dataclass, ``declare`` and
+        ``Info``) and the options it takes positionally, ``class SGLD(SubsampledKernel,
+        kernel=sgld, positional=("step_size",))``; its signature and Parameters come from
+        ``Options`` and the shared parameters below, so each default is stated once.""",
+        None,
+    )
 
     sample_field = "z"
     Options: ClassVar[type]
@@ -285,7 +284,7 @@ class SubsampledKernel(MCMCKernel):
             whitened=setup.whitened,
             curvature=setup.curvature,
         )
-        params = self.spec.default_params(jax.random.PRNGKey(SEED + 3), estimator, context)
+        params = self.spec.default_params(jax.random.PRNGKey(warmup.SEED + 3), estimator, context)
         postprocess = (lambda z: z) if setup.view is None else make_postprocess(setup.view)
         return Prepared(setup, estimator, context, params, postprocess)
 

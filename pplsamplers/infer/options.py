@@ -36,6 +36,9 @@ steps_per_sample
 setup
     A :class:`~pplsamplers.warmup.Setup` computed before for the same data (AutoSampler hands
     its own to the kernel it chooses); ``None``: computed at ``init``.
+self_check
+    ``True`` (default): at its last draw the run checks its own draws and warns in one line
+    when they fail (:doc:`/troubleshooting`); the result is ``kernel.self_check_result``.
 """
 
 _SECTION = re.compile(r"^(Parameters|Attributes)\n-+\n", re.MULTILINE)
@@ -62,9 +65,10 @@ def options_signature(
     return inspect.Signature(params)
 
 
-def parameters_section(options: type) -> str:
-    """The entries of the options dataclass's Parameters (or Attributes) section."""
-    doc = inspect.cleandoc(options.__doc__ or "")
+def parameters_section(options: type | None) -> str:
+    """The entries of the options dataclass's Parameters (or Attributes) section (none for
+    ``None``)."""
+    doc = inspect.cleandoc(getattr(options, "__doc__", None) or "")
     found = _SECTION.search(doc)
     if found is None:
         return ""
@@ -73,9 +77,9 @@ def parameters_section(options: type) -> str:
     return (rest if following is None else rest[: following.start()]).strip("\n")
 
 
-def describe_options(doc: str, options: type) -> str:
+def describe_options(doc: str, options: type | None) -> str:
     """``doc`` (a class docstring) with a Parameters section made of the options dataclass's
-    entries and :data:`SHARED_PARAMETERS`, placed before its Examples."""
+    entries (none for ``None``) and :data:`SHARED_PARAMETERS`, placed before its Examples."""
     doc = inspect.cleandoc(doc)
     entries = "\n".join(filter(None, [parameters_section(options), SHARED_PARAMETERS.strip()]))
     section = f"Parameters\n----------\n{entries}\n\n"
