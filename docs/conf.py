@@ -151,6 +151,8 @@ def _registry_table() -> list[str]:
     lines = [
         ".. list-table:: The registered samplers, in the selector's tie-break order",
         "   :header-rows: 1",
+        "   :widths: 13 16 13 15 15 28",
+        "   :class: registry-table",
         "",
     ]
     for row in rows:
