@@ -185,8 +185,8 @@ suppress_warnings = ["mystnb.unknown_mime_type"]
 
 # --- Tutorial gallery thumbnails ----------------------------------------------------------------
 # The first stored PNG output of each tutorial becomes its card's picture on tutorials.md
-# (written to _gallery_thumbs/, served as _static/<tutorial>.png; notebooks without stored
-# outputs get a text card).
+# (written to _gallery_thumbs/, served as _static/<tutorial>.png; tests/unit/test_readme.py
+# requires every tutorial to be stored with a figure).
 def _write_gallery_thumbnails() -> None:
     import base64
     import json
