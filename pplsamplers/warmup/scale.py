@@ -146,11 +146,12 @@ def posterior_scale(
             factor = vectors / np.sqrt(floored)
     else:
         factor = 1.0 / np.sqrt(floored)
-    narrowed = np.argsort(values)[: min(int(np.sum(values < floor)), MAX_NARROWED)]
+    num_clipped = int(np.sum(values < floor))
+    narrowed = np.argsort(values)[: min(num_clipped, MAX_NARROWED)]
     info = dict(
         kind=kind,
         method=method,
-        num_clipped=int(np.sum(values < floor)),
+        num_clipped=num_clipped,
         narrowed=vectors[:, narrowed] if kind == "dense" else _unit_columns(dim, narrowed),
         num_negative=int(np.sum(values < -floor)),  # a rounded zero is flat, not negative
         floor=floor,

@@ -223,21 +223,23 @@ def narrowed_check(
     grad = lambda x: potential.full_value_and_grad(x)[1]  # noqa: E731
     curve = jax.jit(jax.vmap(lambda e: e @ jax.jvp(grad, (center,), (e,))[1]))
     curvature = np.asarray(curve(directions), np.float64)
+    upward = [(e, c) for e, c in zip(narrowed.T, curvature, strict=True) if c > 0]
+    if not upward:
+        return None
     factor = np.asarray(factor, np.float64)
     if factor.ndim == 1:  # diagonal: the directions are coordinates
         wide = factor.copy()
-        for e, c in zip(narrowed.T, curvature, strict=True):
+        for e, c in upward:
             j = int(np.argmax(np.abs(e)))
-            wide[j] = max(wide[j], c**-0.5) if c > 0 else wide[j]
+            wide[j] = max(wide[j], c**-0.5)
     else:
         cov = factor @ factor.T
-        for e, c in zip(narrowed.T, curvature, strict=True):
-            if c > 0:
-                cov = cov + max(1.0 / c - e @ cov @ e, 0.0) * np.outer(e, e)
+        for e, c in upward:
+            cov = cov + max(1.0 / c - e @ cov @ e, 0.0) * np.outer(e, e)
         values, vectors = np.linalg.eigh(0.5 * (cov + cov.T))
         root = vectors * np.sqrt(np.maximum(values, 0.0))[None, :]
         wide = np.linalg.qr(root.T, mode="r").T  # lower triangular, wide wideᵀ = cov
-    if not np.any(curvature > 0) or not np.all(np.isfinite(wide)):
+    if not np.all(np.isfinite(wide)):
         return None
     return laplace_check(rng_key, potential, Whitening(center, jnp.asarray(wide, center.dtype)))
 
