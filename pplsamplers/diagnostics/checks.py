@@ -5,7 +5,9 @@ and bulk ESS (ArviZ; one chain is halved), frozen chains (zero variance, or < 1%
 moved), diverged ones (non-finite draws, or a draw 10³ robust sds from the centre of the
 tightest healthy chain), the counts of non-finite values and rejected steps, and the full-data
 Stein identities on m thinned draws (:mod:`~pplsamplers.diagnostics.stein_identities`: a mean
-error and an sd ratio r per coordinate, and the scale error averaged over the coordinates).
+error and an sd ratio r per coordinate, and the scale error averaged over the coordinates),
+and, given the set-up's checked Gaussian, whether the draws drifted away from it
+(:mod:`~pplsamplers.diagnostics.drift`).
 
 Thresholds (:class:`Thresholds`): a coordinate fails when |mean_err| > 0.2 + z·MCSE or
 |r − 1| > 0.2 + z·MCSE_r, inside the robustness tolerance (0.25 sd, 0.30), so a run at its
@@ -31,17 +33,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from pplsamplers.diagnostics.fixes import (
-    COUNTED,
-    FIXES,
-    MAX_REJECTED_FRACTION,
-)
-from pplsamplers.diagnostics.health import (
-    chain_health,
-    chain_list,
-    convergence,
-    stuck_coordinates,
-)
+from pplsamplers.diagnostics.drift import drift_failure
+from pplsamplers.diagnostics.fixes import COUNTED, FIXES, MAX_REJECTED_FRACTION
+from pplsamplers.diagnostics.health import chain_health, chain_list, convergence, stuck_coordinates
 from pplsamplers.diagnostics.multiplicity import (
     chance_error,
     coordinate_multiplicity,
@@ -100,8 +94,8 @@ class SelfCheck:
     passed: bool
     warning: str
     failures: tuple[str, ...]
-    """Failed check names: stein_mean, stein_sd, stein_coherent_scale, rhat, ess, frozen, stuck,
-    diverged, nonfinite, or a key of ``counts``."""
+    """Failed check names: stein_mean, stein_sd, stein_coherent_scale, rhat, ess, drift, frozen,
+    stuck, diverged, nonfinite, or a key of ``counts``."""
     names: tuple[str, ...]
     rhat: np.ndarray
     ess_bulk: np.ndarray
@@ -215,6 +209,7 @@ def self_check(
     scores: Array | None = None,
     constrained: bool = False,
     counted_draws: int | None = None,
+    reference: Any = None,
 ) -> SelfCheck:
     """Check a finished run: convergence, frozen/diverged chains, full-data Stein identities.
 
@@ -242,6 +237,8 @@ def self_check(
         on the draws a run kept with their minibatch scores (:mod:`pplsamplers.infer.monitor`):
         every draw is checked and ``potential`` is not read.
     counted_draws : the draws per chain ``counts`` were counted over (``None``: the draws given).
+    reference : the set-up's Gaussian x = c + L z for the drift check
+        (:mod:`~pplsamplers.diagnostics.drift`); ``None``: not checked.
     constrained : the draws are of the model's constrained sites, where a coordinate may be
         constant (a one-category Dirichlet); otherwise they are unconstrained coordinates, and
         one that never moved in a chain fails the check.
@@ -319,6 +316,8 @@ def self_check(
             value = {"stein_mean": mean_err, "stein_sd": ratio, "rhat": rhat, "ess": ess}[check]
             fix = "stein" if check.startswith("stein") else check
             fails.append((check, message.format(value[j]) + f" on {names[j]}", fix))
+    drift = None if reference is None else drift_failure(kept, reference, names)
+    fails += [] if drift is None else [drift]
     chance = chance_error(stein.coherent_scale_mcse, ess, kurtosis, averaged=True)
     coherent_excess = abs(coherent) - max(
         coherent_tolerance(dim, th) + th.z * stein.coherent_scale_mcse, th.z * float(chance)

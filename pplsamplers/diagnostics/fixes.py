@@ -34,6 +34,7 @@ FIXES = MappingProxyType(
         "stein": ("more warmup", "a smaller step"),
         "rhat": ("more warmup and draws",),
         "ess": ("more warmup and draws",),
+        "drift": ("a smaller step",),
         "frozen": ("a smaller step",),
         "stuck": ("another start (init_strategy)", "a non-centred parameterisation"),
         "diverged": ("a smaller step",),

@@ -10,6 +10,7 @@ import jax
 import numpy as np
 
 from pplsamplers.diagnostics.checks import SelfCheck, default_thin_to, self_check, warn
+from pplsamplers.diagnostics.drift import reference_gaussian
 from pplsamplers.diagnostics.fixes import model_hints
 from pplsamplers.diagnostics.names import site_names
 
@@ -104,6 +105,7 @@ def check_run(mcmc: Any, *, warn_user: bool = True, thin_to: int | None = None) 
         alternatives=alternatives,
         hints={} if view is None else model_hints(view.info.enumerated, view.info.ordered_sites),
         constrained=potential is None,
+        reference=None if kernel is None else reference_gaussian(kernel.setup),
     )
     mcmc.sampler.self_check_result = result
     if warn_user:

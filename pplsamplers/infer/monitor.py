@@ -34,6 +34,7 @@ import numpy as np
 from numpyro.infer import MCMC
 
 from pplsamplers.diagnostics.checks import SelfCheck, SelfCheckWarning, self_check
+from pplsamplers.diagnostics.drift import reference_gaussian
 from pplsamplers.diagnostics.fixes import model_hints
 from pplsamplers.estimator import Estimator, with_batch_size
 from pplsamplers.types import Array, PRNGKey
@@ -235,6 +236,7 @@ class Reporter:
             counted_draws=self.plan.num_samples,
             alternatives=getattr(self.owner, "check_alternatives", ("another sampler",)),
             hints=kernel_hints(self.owner),
+            reference=reference_gaussian(getattr(self.owner, "setup", None)),
         )
         self.owner.self_check_result = result
         if not result.passed:

@@ -346,14 +346,14 @@ def setup(
         notes["control_variate"] = "off: full batch (exact gradients)"
     if anchor is not None:
         estimator = with_control_variate(estimator, anchor, hessian)
-    mode = stage.mode
+    mode, start_misfit = stage.mode, stage.laplace_misfit
     refine = False
     if structure is not None:
         notes["precondition"] += (
             f"; Laplace check: log-weight sd {stage.laplace_misfit:.2g}; kept by the chains"
         )
     elif mode is not None and estimated:  # step 5: a poor Laplace fit
-        center, factor, fit_note = refine_laplace(
+        center, factor, start_misfit, fit_note = refine_laplace(
             jax.random.PRNGKey(SEED + 4), estimator, whitening, exact=base,
             misfit=stage.laplace_misfit,
         )  # fmt: skip
@@ -376,6 +376,7 @@ def setup(
         options=options,
         arguments=stage.arguments,
         structure=structure,
+        start_misfit=start_misfit,
     )
 
 

@@ -11,6 +11,7 @@ from pplsamplers.model import ModelView, same_objects
 from pplsamplers.types import Array
 from pplsamplers.warmup.options import SetupOptions
 from pplsamplers.warmup.structured import StructuredFit
+from pplsamplers.warmup.variational import MISFIT_THRESHOLD
 
 
 class ModeStage(NamedTuple):
@@ -81,6 +82,8 @@ class Setup(NamedTuple):
         The ``(model_args, model_kwargs)`` it was computed for (:meth:`matches`).
     structure
         The structured approximation of a model with group effects, or ``None``.
+    start_misfit
+        The same check of :attr:`whitening`, the Gaussian the chains start in.
     """
 
     potential: Potential
@@ -107,12 +110,26 @@ class Setup(NamedTuple):
     arguments: tuple
     structure: StructuredFit | None = None
     """The structured approximation of a model with group effects, or ``None``."""
+    start_misfit: float | None = None
+    """sd of the log importance weights of draws of :attr:`whitening`, the Gaussian the chains
+    start in (:attr:`laplace_misfit` where no variational fit replaced the Laplace one);
+    ``None`` where none was checked."""
 
     @property
     def curvature(self) -> Array | None:
         """U's curvature along each whitened coordinate at the centre, where the set-up knows
         it without D Hessian-vector products (the structured fit), else ``None``."""
         return None if self.structure is None else self.structure.curvature
+
+    @property
+    def checked_gaussian(self) -> Whitening | None:
+        """:attr:`whitening` where it describes where the posterior's mass is: a
+        posterior-scale estimate whose importance check passed (:attr:`start_misfit` ≤
+        ``MISFIT_THRESHOLD``) around the only mode the mode probe found; else ``None``.  The
+        self-check's drift check judges the draws by it (:mod:`pplsamplers.diagnostics.drift`)."""
+        misfit = self.start_misfit
+        checked = misfit is not None and misfit <= MISFIT_THRESHOLD
+        return self.whitening if self.whitened and self.mode_count == 1 and checked else None
 
     @property
     def kernel_estimator(self) -> Estimator:

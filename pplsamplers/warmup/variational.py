@@ -250,11 +250,12 @@ def refine_laplace(
     whitening: Whitening,
     exact: Estimator | None = None,
     misfit: float | None = None,
-) -> tuple[Array, Array, str]:
+) -> tuple[Array, Array, float, str]:
     """The shared warmup's step: check the Laplace approximation x = c + L ζ of ``whitening``,
     ζ ~ N(0, I), of ``potential`` (model coordinates) and, where it is poor, replace it by the
-    Gaussian fit.  Returns ``(center, factor, note)``; ``factor`` keeps its form ((D,) or
-    (D, D) lower triangular), and the note says what was measured and done.
+    Gaussian fit.  Returns ``(center, factor, misfit, note)``: ``factor`` keeps its form ((D,)
+    or (D, D) lower triangular), ``misfit`` is the log-weight sd of the Gaussian returned, and
+    the note says what was measured and done.
 
     ``exact``: the same U with cheaper full-data passes for the check (the potential before
     its control variate, whose full pass also evaluates every datum at the anchor); the fit
@@ -265,7 +266,7 @@ def refine_laplace(
     --------
     >>> import jax, jax.numpy as jnp
     >>> from pplsamplers.datasets import tiny_estimator
-    >>> center, factor, note = refine_laplace(
+    >>> center, factor, misfit, note = refine_laplace(
     ...     jax.random.key(0), tiny_estimator(2), Whitening(jnp.zeros(2), jnp.ones(2)))
     >>> note.startswith("Laplace approximation checked")  # a Gaussian: nothing to fit
     True
@@ -278,7 +279,8 @@ def refine_laplace(
     if misfit is None:
         misfit = float(misfit_at(center, factor))
     if misfit <= MISFIT_THRESHOLD:
-        return center, factor, f"Laplace approximation checked (log-weight sd {misfit:.2g} <= 1)"
+        note = f"Laplace approximation checked (log-weight sd {misfit:.2g} <= 1)"
+        return center, factor, misfit, note
     dense = factor.ndim == 2
     whitened = whiten(potential, Whitening(center, factor))
     fit = jax.jit(lambda key: fit_gaussian(key, whitened, dense=dense))(fit_key)
@@ -286,6 +288,7 @@ def refine_laplace(
         return (
             center,
             factor,
+            misfit,
             (
                 f"Laplace approximation poor (log-weight sd {misfit:.3g} > {MISFIT_THRESHOLD:g}); a "
                 "Gaussian variational fit did not improve on it and was not used"
@@ -300,6 +303,7 @@ def refine_laplace(
     return (
         center,
         factor,
+        after,
         (
             f"Laplace approximation poor (log-weight sd {misfit:.3g} > {MISFIT_THRESHOLD:g}): "
             f"replaced by a {kind} Gaussian variational fit (ELBO +"

@@ -65,10 +65,10 @@ def test_laplace_check_is_silent_on_a_gaussian():
     exact = np.linalg.cholesky(COVARIANCE)
     potential = _gaussian(MEAN, COVARIANCE)
     assert float(laplace_misfit(jax.random.key(2), potential)) > MISFIT_THRESHOLD  # N(0, I)
-    center, factor, note = refine_laplace(
+    center, factor, misfit, note = refine_laplace(
         jax.random.key(3), potential, Whitening(jnp.asarray(MEAN), jnp.asarray(exact))
     )
-    assert note.startswith("Laplace approximation checked")
+    assert note.startswith("Laplace approximation checked") and misfit < 1e-6
     np.testing.assert_array_equal(center, MEAN)
     np.testing.assert_array_equal(factor, exact)
 
