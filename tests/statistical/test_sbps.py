@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from scipy import stats
 
 from models import logistic_regression
 from pplsamplers.estimator import Whitening, build_potential
@@ -172,32 +173,34 @@ def test_full_batch_sbps_on_a_quartic_target_k_shrinks_its_bias_and_violations_s
     linear extrapolation (eq. 9) falls below the true rate; the band adds the observed lack of
     fit (``regression.excess_error``), yet some proposals still violate it, and each violation
     lets the particle run further into the tails than the true rate allows: E[x²] is biased
-    upward.  This is SBPS's known approximation, and k is its knob: pooled over 16 chains
-    (single 4-chain runs scatter by several MCSE from key to key, because a few violations
-    carry the bias), k = 0.5 is above k = 3 (the default) by more than 3 MCSE, and fewer of
-    k = 3's proposals violate the band (five keys tried: +17 to +62 % against +2 to +11 %).  The residual bias at k = 3 stays under 15 %;
-    larger k does not remove it (the band's width is the fit's noise, tiny with exact
-    gradients), which is why the self-check's full-data Stein test, not k, is the guard: it
-    flags the k = 0.5 run."""
+    upward.  This is SBPS's known approximation, and k is its knob: over 16 chains, k = 0.5's
+    per-chain errors in E[x²] exceed k = 3's (the default) by a one-sided Mann–Whitney test at
+    the 1 % level, and fewer of k = 3's proposals violate the band.  The test is on ranks
+    because a few violations carry the bias: the pooled error at k = 0.5 is heavy-tailed
+    (0.2 to 1.9 over keys and chain counts) and its MCSE is no guide.  The residual bias at
+    k = 3 stays under 15 %; larger k does not remove it (the band's width is the fit's noise,
+    tiny with exact gradients), which is why the self-check's full-data Stein test, not k, is
+    the guard: it flags the k = 0.5 run."""
     from pplsamplers.diagnostics import self_check
 
     potential = quartic_potential(2)
     chains = 16
     starts = 0.5 * jax.random.normal(jax.random.key(7), (chains, 2))
-    errors, mcses, violations, checks = {}, {}, {}, {}
+    errors, per_chain, violations, checks = {}, {}, {}, {}
     for k in (3.0, 0.5):
         kernel = SBPS(potential=potential, k=k, refresh_rate=0.3, sample_interval=0.5)
         draws, info = run_chains(kernel, potential, jax.random.key(41), 500, 2000, starts)
         squares = (draws**2).reshape(chains, -1)
         assert float(az.ess(squares)) >= 400
         errors[k] = float(squares.mean()) / QUARTIC_SECOND_MOMENT - 1.0  # signed: upward
-        mcses[k] = float(az.mcse(squares)) / QUARTIC_SECOND_MOMENT
+        per_chain[k] = squares.mean(axis=1) / QUARTIC_SECOND_MOMENT - 1.0
         violations[k] = int(info.bound_violations.sum()) / int(info.num_proposals.sum())
         checks[k] = self_check(np.asarray(draws), potential)
     assert violations[3.0] < 0.01, violations
     assert violations[0.5] > 2 * violations[3.0], violations
-    assert abs(errors[3.0]) < 0.15, (errors, mcses)
-    assert errors[0.5] - errors[3.0] > 3 * np.hypot(mcses[0.5], mcses[3.0]), (errors, mcses)
+    assert abs(errors[3.0]) < 0.15, errors
+    ranks = stats.mannwhitneyu(per_chain[0.5], per_chain[3.0], alternative="greater")
+    assert ranks.pvalue < 0.01, (ranks, per_chain)
     assert not checks[0.5].passed, checks[0.5]
 
 
