@@ -20,6 +20,7 @@ import numpyro
 import numpyro.distributions as dist
 import pytest
 from numpyro.infer import MCMC, NUTS
+from scipy import stats
 
 from pplsamplers import AutoSampler
 from pplsamplers.diagnostics import SelfCheckWarning, self_check
@@ -109,8 +110,6 @@ def test_draws_far_from_the_gaussian_fail_and_name_the_coordinate(dense):
     assert failure is not None and failure[0] == "drift", failure
     assert "w[0]'s median is +9" in failure[1], failure[1]
     # the quantile: a median |z|² just past the χ²_9 quantile at 1 − DRIFT_TAIL fails
-    from scipy import stats
-
     bound = stats.chi2.isf(DRIFT_TAIL, 9)
     for scale, fails in [(0.95, False), (1.05, True)]:
         unit = np.zeros((1, 1, 9))
