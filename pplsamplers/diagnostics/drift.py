@@ -35,7 +35,9 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy import linalg, stats
+from scipy import stats
+
+from pplsamplers.estimator import Whitening
 
 DRIFT_TAIL = 1e-6
 """Tail probability of χ²_D beyond which the draws' median |z|² fails the check."""
@@ -61,11 +63,7 @@ def drift_failure(
     x = x[np.all(np.isfinite(x), axis=1)]
     if x.shape[0] == 0:
         return None
-    offset = (x - center).T
-    z = offset / factor[:, None] if factor.ndim == 1 else linalg.solve_triangular(
-        factor, offset, lower=True
-    )  # fmt: skip
-    radius2 = np.sum(z**2, axis=0)
+    radius2 = np.sum(np.asarray(Whitening(center, factor).to_z(x)) ** 2, axis=1)
     dim = center.shape[0]
     median, bound = float(np.median(radius2)), float(stats.chi2.isf(DRIFT_TAIL, dim))
     if median <= bound:

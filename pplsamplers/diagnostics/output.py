@@ -105,7 +105,7 @@ def check_run(mcmc: Any, *, warn_user: bool = True, thin_to: int | None = None) 
         alternatives=alternatives,
         hints={} if view is None else model_hints(view.info.enumerated, view.info.ordered_sites),
         constrained=potential is None,
-        reference=None if kernel is None else reference_gaussian(kernel.setup),
+        reference=reference_gaussian(getattr(kernel, "setup", None)),
     )
     mcmc.sampler.self_check_result = result
     if warn_user:
