@@ -8,6 +8,7 @@ all of them, in this order: the fixes of the failed checks (``FIXES``), the mode
 from __future__ import annotations
 
 from types import MappingProxyType
+from typing import Any
 
 MAX_REJECTED_FRACTION = 1e-3
 """Steps rejected (non-finite) after warmup, as a fraction of the draws, above which the run
@@ -56,18 +57,20 @@ from a miss; ordering the components collapses the copies to one."""
 
 
 def model_hints(
-    enumerated: tuple[str, ...], ordered: tuple[str, ...] = ()
+    enumerated: tuple[str, ...], ordered: tuple[str, ...] = (), labelled: tuple[Any, ...] = ()
 ) -> dict[str, tuple[str, ...]]:
     """The ``hints`` of ``self_check`` for a model with the enumerated discrete sites
-    ``enumerated`` and the latents on an ordered vector ``ordered``: :data:`LABEL_SWITCHING_FIX`
-    on R-hat for a mixture whose components are not ordered yet.
+    ``enumerated``, the latents on an ordered vector ``ordered`` and the per-component
+    latents ``labelled`` (:mod:`~pplsamplers.model._components`): :data:`LABEL_SWITCHING_FIX`
+    on R-hat for a mixture whose components are neither ordered nor found (found ones are
+    ordered before R-hat, :mod:`~pplsamplers.diagnostics.labelling`).
 
     >>> model_hints(("z",))["rhat"][0].startswith("ordered component means")
     True
-    >>> model_hints(("z",), ordered=("mu",)), model_hints(())
-    ({}, {})
+    >>> model_hints(("z",), ordered=("mu",)), model_hints(()), model_hints(("z",), labelled=("mu",))
+    ({}, {}, {})
     """
-    return {"rhat": (LABEL_SWITCHING_FIX,)} if enumerated and not ordered else {}
+    return {"rhat": (LABEL_SWITCHING_FIX,)} if enumerated and not (ordered or labelled) else {}
 
 
 __all__ = [

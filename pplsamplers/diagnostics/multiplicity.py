@@ -127,10 +127,26 @@ def kurtosis_of(draws: np.ndarray) -> np.ndarray:
         return np.mean(centred**4, 0) / np.mean(centred**2, 0) ** 2
 
 
+def coherent_tolerance(dim: int, shift: float = 0.2) -> float:
+    """``shift · √(2 / dim)``: the largest |scale error averaged over ``dim`` coordinates| e
+    that passes before its MCSE term.  The step-size kernels (SGLD, SGBD, HAMCMC) inflate
+    every variance a little at once, each coordinate within its own tolerance, and a scale
+    parameter coupled to many coordinates moves to compensate: over G coordinates its
+    relative posterior sd is about 1/√(2G), so e ≈ 2(c − 1) moves it by about e·√(G/2) sds.
+    The tolerance lets one coupled to all ``dim`` coordinates move by ``shift`` sds
+    (``Thresholds.tol_coherent_shift``), whatever the model.
+
+    >>> round(coherent_tolerance(304), 4), round(coherent_tolerance(50), 3)
+    (0.0162, 0.04)
+    """
+    return shift * math.sqrt(2.0 / dim)
+
+
 __all__ = [
     "ESS_TAIL",
     "FAMILY_ERROR",
     "chance_error",
+    "coherent_tolerance",
     "coordinate_multiplicity",
     "ess_floor",
     "kurtosis_of",

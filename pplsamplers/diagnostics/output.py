@@ -12,6 +12,7 @@ import numpy as np
 from pplsamplers.diagnostics.checks import SelfCheck, default_thin_to, self_check, warn
 from pplsamplers.diagnostics.drift import reference_gaussian
 from pplsamplers.diagnostics.fixes import model_hints
+from pplsamplers.diagnostics.labelling import labelling_of, view_labels
 from pplsamplers.diagnostics.names import site_names
 
 
@@ -79,6 +80,13 @@ def check_run(mcmc: Any, *, warn_user: bool = True, thin_to: int | None = None) 
     else:
         flat = jax.tree.map(lambda a: a.reshape((chains * draws,) + a.shape[2:]), samples)
         x = jax.vmap(potential.unconstrain)(flat).reshape(chains, draws, potential.dim)
+    relabel = labelling_of(kernel or getattr(mcmc.sampler, "delegate", None) or mcmc.sampler)
+    if relabel is not None and kernel is None:  # AutoSampler's NUTS: x's layout is ours
+        shapes = {k: v.shape[2:] for k, v in samples.items()}
+        if potential is not None:
+            unravelled = jax.eval_shape(potential.unravel, potential.init_position)
+            shapes = {k: v.shape for k, v in unravelled.items()}
+        relabel = relabel._replace(shapes=shapes, constrained=potential is None)
     extra = mcmc.get_extra_fields(group_by_chain=True)
     decision = getattr(mcmc.sampler, "decision", None)
     # a NUTS trajectory that crosses a hard edge at the data diverges by construction
@@ -103,9 +111,10 @@ def check_run(mcmc: Any, *, warn_user: bool = True, thin_to: int | None = None) 
         thin_to=thin_to,
         names=names,
         alternatives=alternatives,
-        hints={} if view is None else model_hints(view.info.enumerated, view.info.ordered_sites),
+        hints={} if view is None else model_hints(*view_labels(view.info)),
         constrained=potential is None,
         reference=reference_gaussian(getattr(kernel, "setup", None)),
+        relabel=relabel,
     )
     mcmc.sampler.self_check_result = result
     if warn_user:

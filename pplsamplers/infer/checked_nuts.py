@@ -24,10 +24,12 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
+from numpyro import handlers
 from numpyro.infer import NUTS
 from numpyro.infer.hmc import HMCState
 from numpyro.util import is_prng_key
 
+from pplsamplers.diagnostics.labelling import Labelling
 from pplsamplers.diagnostics.names import site_names
 from pplsamplers.infer.monitor import (
     Monitor,
@@ -38,6 +40,7 @@ from pplsamplers.infer.monitor import (
     plan_exact,
     report_at_last_draw,
 )
+from pplsamplers.model import labelled_sites
 
 CheckedState = namedtuple("CheckedState", HMCState._fields + ("monitor",))
 """NumPyro's ``HMCState`` and the run's :class:`~pplsamplers.infer.monitor.Monitor` (``None``
@@ -86,6 +89,7 @@ class CheckedNUTS(NUTS):
         self.self_check_result = None
         self._plan: RunPlan | None = None
         self._report: Reporter | None = None
+        self.labelling: Labelling | None = None  # a mixture's components, ordered before R-hat
 
     def init(
         self,
@@ -102,7 +106,9 @@ class CheckedNUTS(NUTS):
         flat = ravel_pytree(one)[0]
         plan = plan_exact(mcmc, flat.size) if self.self_check else None
         if plan != self._plan or self._report is None:  # one Reporter for the run's chains
-            names = site_names({site: jnp.shape(v) for site, v in one.items()})
+            shapes = {site: jnp.shape(v) for site, v in one.items()}
+            names = site_names(shapes)
+            self.labelling = _labelling(self.model, model_args, model_kwargs or {}, shapes)
             self._report = Reporter(plan, tuple(names), self) if plan is not None else None
         self._plan, monitor = plan, None
         if plan is not None:
@@ -131,6 +137,19 @@ class CheckedNUTS(NUTS):
             self._report(draws, scores, divergent, capped, counted="divergent")
         else:  # a trajectory that crosses the edge diverges by construction: not counted
             self._report(draws, None, divergent, capped, counted=None)
+
+
+def _labelling(model: Any, model_args: tuple, model_kwargs: dict, shapes: dict) -> Any:
+    """The :class:`~pplsamplers.diagnostics.labelling.Labelling` of an unordered mixture's
+    components in NUTS's unconstrained coordinates (``None``: nothing labelled, or no model)."""
+    if model is None:
+        return None
+    try:
+        seeded = handlers.seed(model, jax.random.key(0))
+        sites = labelled_sites(handlers.trace(seeded).get_trace(*model_args, **model_kwargs))
+    except Exception:  # noqa: BLE001 - a model NUTS runs but a plain trace cannot: no ordering
+        return None
+    return Labelling(sites, shapes) if sites else None
 
 
 def _keep(plan: RunPlan, state: HMCState, monitor: Monitor) -> Monitor:

@@ -36,6 +36,7 @@ from numpyro.infer import MCMC
 from pplsamplers.diagnostics.checks import SelfCheck, SelfCheckWarning, self_check
 from pplsamplers.diagnostics.drift import reference_gaussian
 from pplsamplers.diagnostics.fixes import model_hints
+from pplsamplers.diagnostics.labelling import labelling_of, view_labels
 from pplsamplers.estimator import Estimator, with_batch_size
 from pplsamplers.types import Array, PRNGKey
 
@@ -237,6 +238,7 @@ class Reporter:
             alternatives=getattr(self.owner, "check_alternatives", ("another sampler",)),
             hints=kernel_hints(self.owner),
             reference=reference_gaussian(getattr(self.owner, "setup", None)),
+            relabel=labelling_of(self.owner),
         )
         self.owner.self_check_result = result
         if not result.passed:
@@ -261,7 +263,7 @@ def kernel_hints(kernel: Any) -> dict[str, tuple[str, ...]]:
     """The self-check's fixes that come from the model a pplsamplers ``kernel`` was set up
     for (:func:`~pplsamplers.diagnostics.checks.model_hints`; none before its set-up)."""
     view = getattr(getattr(kernel, "setup", None), "view", None)
-    return {} if view is None else model_hints(view.info.enumerated, view.info.ordered_sites)
+    return {} if view is None else model_hints(*view_labels(view.info))
 
 
 def last_result(owner: Any) -> SelfCheck | None:

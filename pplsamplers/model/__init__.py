@@ -5,6 +5,7 @@ devices, summed where they live.  Nothing below the adapter imports this package
 
 import sys
 
+from pplsamplers.model._components import LabelledSite, labelled_sites
 from pplsamplers.model._enumerate import ENUMERATE_FIX, largest_plate
 from pplsamplers.model._inputs import no_dimension_error
 from pplsamplers.model._support import edge_error, with_support_checks
@@ -38,6 +39,7 @@ from pplsamplers.model.view import (
 __all__ = [
     "ENUMERATE_FIX",
     "FullDataOnlyError",
+    "LabelledSite",
     "LocalLatentError",
     "ModelView",
     "all_data_model",
@@ -50,6 +52,7 @@ __all__ = [
     "full_data_model",
     "inspect",
     "is_concrete",
+    "labelled_sites",
     "largest_plate",
     "leaf_identity",
     "make_postprocess",

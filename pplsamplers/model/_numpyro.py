@@ -23,11 +23,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from numpyro import handlers, validation_enabled
-from numpyro.distributions import Unit, constraints
+from numpyro.distributions import Unit
 from numpyro.distributions.transforms import biject_to
 from numpyro.distributions.util import sum_rightmost
 
 from pplsamplers.model import _enumerate, _inputs, _support
+from pplsamplers.model._components import LabelledSite, labelled_sites
 from pplsamplers.model._tracing import (
     LocalLatentError,
     _plate_axis,  # noqa: F401 - view and data read it here
@@ -57,13 +58,7 @@ class SiteInfo(NamedTuple):
     enumerated: tuple[str, ...] = ()  # per-datum discrete sites, marginalised (_enumerate)
     max_plate_nesting: int = 0
     ordered_sites: tuple[str, ...] = ()  # latents on an ordered vector (no label switching)
-
-
-def _is_real(support: Any) -> bool:
-    """True for an unconstrained support (real, possibly with event dimensions)."""
-    while isinstance(support, constraints.independent):
-        support = support.base_constraint
-    return isinstance(support, type(constraints.real))
+    labelled: tuple[LabelledSite, ...] = ()  # a mixture's per-component latents (_components)
 
 
 def inspect_model(
@@ -142,7 +137,7 @@ def inspect_model(
         size, sub = plates[data_plate]["args"]
     else:
         size, sub = 1, None
-    constrained = tuple(n for n, s in latent.items() if not _is_real(s["fn"].support))
+    constrained = tuple(n for n, s in latent.items() if not _support.is_real(s["fn"].support))
     outside = lambda s: data_plate is None or data_plate not in _plates_of(s)  # noqa: E731
     determ = tuple(n for n, s in trace.items() if s["type"] == "deterministic" and outside(s))
     determ_in = tuple(
@@ -166,6 +161,7 @@ def inspect_model(
         enumerated=tuple(discrete),
         max_plate_nesting=_enumerate.max_plate_nesting(trace),
         ordered_sites=tuple(n for n, s in latent.items() if _support.is_ordered(s["fn"].support)),
+        labelled=labelled_sites(trace),
     )
 
 

@@ -77,6 +77,13 @@ def edge_sites(
     return tuple(dict.fromkeys(found))
 
 
+def is_real(support: Any) -> bool:
+    """True for an unconstrained support (real, possibly with event dimensions)."""
+    while isinstance(support, constraints.independent):
+        support = support.base_constraint
+    return isinstance(support, type(constraints.real))
+
+
 def is_ordered(support: Any) -> bool:
     """Whether a latent lives on an ordered vector (a mixture whose labels cannot switch)."""
     return support in (constraints.ordered_vector, constraints.positive_ordered_vector)
@@ -122,4 +129,11 @@ def edge_error(sites: tuple[str, ...], sampler: str) -> ValueError:
     )
 
 
-__all__ = ["edge_error", "edge_sites", "is_ordered", "support_mask", "with_support_checks"]
+__all__ = [
+    "edge_error",
+    "edge_sites",
+    "is_ordered",
+    "is_real",
+    "support_mask",
+    "with_support_checks",
+]
