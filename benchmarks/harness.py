@@ -1,0 +1,293 @@
+"""The runner shared by the benchmarks that compare every sampler with NumPyro NUTS on one
+model family (``hierarchical.py``, ``enumeration.py``).
+
+A :class:`Suite` names the configurations, how to load one, and which latent sites are
+global (judged by max |Δmean|/sd and max |sd ratio − 1|) and which are group effects (judged
+by the root mean square of |Δmean|/sd).  :func:`main` runs NumPyro NUTS once per
+configuration (cached as JSON; that run is the NUTS row), then each sampler in a fresh
+process (cold start: every compilation and the set-up counted) as ``MCMC(kernel,
+num_warmup, num_samples, num_chains=2, chain_method="vectorized")``, and prints one table
+per configuration.
+
+Columns: ``n`` the minibatch; ``wall`` seconds from building the kernel to blocked draws
+(cold start); ``ESS`` the minimum ArviZ bulk ESS over every judged coordinate; ``ESS/s`` =
+ESS / wall; ``steady`` = ESS of a second, already compiled run of the warmed-up chains / its
+seconds; ``ESS/ep`` = ESS per epoch (data evaluations / N over the whole run, set-up not
+counted); ``glob`` and ``sd`` the global latents' errors; ``u rms`` the group effects' (0
+without any); ``ok`` when within 0.25, 0.30 and 0.15; ``warn`` when the run issued a
+self-check warning; ``×NUTS`` the ratio of end-to-end ESS/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+os.environ.setdefault("JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS", "1")
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+SAMPLERS = ("sgld", "sgbd", "hamcmc", "bps", "boomerang", "sbps", "auto")
+DENSE_UP_TO = 200
+"""NUTS adapts a dense mass matrix up to this many latents: at D = 1005 (N = 10⁵) a run with a
+dense one adapted in 1000 warmup draws had not finished after 50 min, where the diagonal one
+takes about 10."""
+MEAN_TOL, SD_TOL, GROUP_TOL = 0.25, 0.30, 0.15
+
+
+class Suite(NamedTuple):
+    """One benchmark: its configurations and how each is loaded and judged."""
+
+    script: str  # the benchmark's file: each worker runs it again with --worker
+    configs: dict[str, dict]
+    load: Callable[[str], tuple]  # config -> (model, args, kwargs)
+    dim: Callable[[str], int]  # config -> number of latents (NUTS's dense mass up to 200)
+    globals: tuple[str, ...]
+    groups: tuple[str, ...] = ()
+    samplers: tuple[str, ...] = SAMPLERS
+    cache: str = ".benchmark"  # the reference's cache folder, under benchmarks/
+    start: Callable[[str], dict | None] = lambda config: None  # NUTS's initial values
+
+
+def _flat(samples: dict, sites: tuple) -> dict:
+    """``{site: (chains, draws, size)}`` of the named sites present."""
+    import numpy as np
+
+    out = {}
+    for site in sites:
+        if site in samples:
+            value = np.asarray(samples[site], np.float64)
+            out[site] = value.reshape(value.shape[0], value.shape[1], -1)
+    return out
+
+
+def _summary(samples: dict, sites: tuple) -> dict:
+    """Means, sds and min bulk ESS of the named sites (chains first)."""
+    import arviz as az
+    import numpy as np
+
+    flat = _flat(samples, sites)
+    ess = min(float(np.min(az.ess(v))) for v in flat.values())
+    moments = {
+        site: [v.mean((0, 1)).tolist(), v.std((0, 1), ddof=1).tolist()] for site, v in flat.items()
+    }
+    return {"moments": moments, "min_ess": ess}
+
+
+def _evals(extra: dict, N: int) -> float:
+    """Data evaluations of the run's sampling phase (NUTS: N per leapfrog step)."""
+    import numpy as np
+
+    if "data_evals" in extra:
+        return float(np.sum(np.asarray(extra["data_evals"], np.float64)))
+    return float(np.sum(np.asarray(extra["num_steps"], np.float64))) * N
+
+
+def nuts_reference(suite: Suite, config: str, cache: Path, warmup: int, draws: int) -> dict:
+    """The NUTS run of ``config`` (module docstring), cached."""
+    path = cache / f"{config}_nuts_{warmup}_{draws}.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    import jax
+    from numpyro.infer import MCMC, NUTS, init_to_uniform, init_to_value
+
+    model, args, kwargs = suite.load(config)
+    args = jax.block_until_ready(args)
+    started = time.perf_counter()
+    start = suite.start(config)
+    init = init_to_uniform if start is None else init_to_value(values=start)
+    kernel = NUTS(model, dense_mass=suite.dim(config) <= DENSE_UP_TO, init_strategy=init)
+    mcmc = MCMC(
+        kernel, num_warmup=warmup, num_samples=draws, num_chains=2,
+        chain_method="vectorized", progress_bar=False,
+    )  # fmt: skip
+    mcmc.run(jax.random.key(1), *args, extra_fields=("num_steps",), **kwargs)
+    samples = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
+    wall = time.perf_counter() - started
+    N = args[0].shape[0]
+    result = {
+        "sampler": "nuts",
+        "wall": wall,
+        "n": N,
+        "epochs": _evals(mcmc.get_extra_fields(), N) * (1 + warmup / draws) / N,
+        **_summary(samples, suite.globals + suite.groups),
+    }
+    cache.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result))
+    return result
+
+
+def worker(suite: Suite, cfg: dict) -> dict:
+    """One sampler on one configuration, in this fresh process (module docstring)."""
+    import jax
+    import numpy as np
+    from numpyro.infer import MCMC
+
+    from pplsamplers import AutoSampler, SelfCheckWarning
+    from pplsamplers.registry import make_kernel
+
+    model, args, kwargs = suite.load(cfg["config"])
+    args = jax.block_until_ready(args)
+    N, name = args[0].shape[0], cfg["sampler"]
+    sites = suite.globals + suite.groups
+    options = {} if cfg["subsample_size"] is None else {"subsample_size": cfg["subsample_size"]}
+    started = time.perf_counter()
+    kernel = (
+        AutoSampler(model, **options) if name == "auto" else make_kernel(name, model, **options)
+    )
+    mcmc = MCMC(
+        kernel, num_warmup=cfg["warmup"], num_samples=cfg["draws"], num_chains=2,
+        chain_method="vectorized", progress_bar=False,
+    )  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mcmc.run(jax.random.key(cfg["seed"]), *args, **kwargs)
+        samples = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
+    wall = time.perf_counter() - started
+    extra = mcmc.get_extra_fields()
+    inner = getattr(kernel, "delegate", None) or kernel
+    chosen = kernel.decision.kernel if name == "auto" else name
+    exact = chosen == "nuts"
+    n = N if exact else int(inner.estimator.n)
+    if exact or "data_evals" in extra or "num_steps" in extra:
+        epochs = _evals(extra, N) * (1 + cfg["warmup"] / cfg["draws"]) / N
+    else:
+        epochs = float("nan")
+    # steady state: the warmed-up chains again, the sampling loop already compiled
+    mcmc.post_warmup_state = mcmc.last_state
+    mcmc.run(jax.random.key(cfg["seed"] + 1), *args, **kwargs)  # compiles the loop
+    mcmc.post_warmup_state = mcmc.last_state
+    again = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mcmc.run(jax.random.key(cfg["seed"] + 2), *args, **kwargs)
+        steady = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
+    steady_s = time.perf_counter() - again
+    checks = [str(w.message) for w in caught if issubclass(w.category, SelfCheckWarning)]
+    notes = dict(getattr(inner, "setup", None).notes) if hasattr(inner, "setup") else {}
+    return {
+        "sampler": name,
+        "chosen": chosen,
+        "wall": wall,
+        "n": n,
+        "epochs": epochs,
+        "steady_s": steady_s,
+        "steady_ess": _summary(steady, sites)["min_ess"],
+        "warnings": checks,
+        "notes": notes,
+        **_summary(samples, sites),
+        "finite": bool(all(np.all(np.isfinite(np.asarray(v))) for v in samples.values())),
+    }
+
+
+def accuracy(suite: Suite, row: dict, reference: dict) -> dict:
+    """Global and group-effect errors of ``row`` against the NUTS ``reference``."""
+    import numpy as np
+
+    glob, sd, groups = 0.0, 0.0, []
+    for site, (mean, sds) in reference["moments"].items():
+        got_mean, got_sd = (np.asarray(a) for a in row["moments"][site])
+        mean, sds = np.asarray(mean), np.asarray(sds)
+        if site in suite.globals:
+            glob = max(glob, float(np.max(np.abs(got_mean - mean) / sds)))
+            sd = max(sd, float(np.max(np.abs(got_sd / sds - 1))))
+        else:
+            groups.append((got_mean - mean) / sds)
+    rms = float(np.sqrt(np.mean(np.concatenate(groups) ** 2))) if groups else 0.0
+    ok = glob <= MEAN_TOL and sd <= SD_TOL and rms <= GROUP_TOL
+    return {"glob": glob, "sd": sd, "rms": rms, "ok": ok}
+
+
+def _spawn(suite: Suite, cfg: dict, timeout: float) -> dict:
+    try:
+        proc = subprocess.run(
+            [sys.executable, suite.script, "--worker", json.dumps(cfg)],
+            capture_output=True, text=True, timeout=timeout,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return {"sampler": cfg["sampler"], "error": f"timed out after {timeout:.0f} s"}
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
+    return {"sampler": cfg["sampler"], "error": f"exit {proc.returncode}: {tail[-300:]}"}
+
+
+def print_table(config: str, rows: list[dict], nuts: dict) -> None:
+    header = (
+        f"{'sampler':>16} {'n':>8} {'wall':>7} {'ESS':>6} {'ESS/s':>7} {'steady':>7} "
+        f"{'ESS/ep':>7} {'glob':>6} {'sd':>6} {'u rms':>6} {'ok':>4} {'warn':>5} {'×NUTS':>6}"
+    )
+    print(f"\n{config}\n{header}")
+    nuts_rate = nuts["min_ess"] / nuts["wall"]
+    for row in [nuts, *rows]:
+        if "error" in row:
+            print(f"{row['sampler']:>16}  {row['error']}")
+            continue
+        label = row["sampler"] + (
+            f"->{row['chosen']}" if row.get("chosen") not in (None, row["sampler"]) else ""
+        )
+        rate = row["min_ess"] / row["wall"]
+        steady = row["steady_ess"] / row["steady_s"] if "steady_s" in row else float("nan")
+        acc = row.get("accuracy", {"glob": 0.0, "sd": 0.0, "rms": 0.0, "ok": True})
+        print(
+            f"{label:>16} {row['n']:>8} {row['wall']:>7.1f} {row['min_ess']:>6.0f} "
+            f"{rate:>7.2f} {steady:>7.2f} {row['min_ess'] / row['epochs']:>7.2f} "
+            f"{acc['glob']:>6.3f} {acc['sd']:>6.3f} {acc['rms']:>6.3f} "
+            f"{'ok' if acc['ok'] else 'MISS':>4} {'warn' if row.get('warnings') else '-':>5} "
+            f"{rate / nuts_rate:>6.1f}"
+        )
+    for row in rows:
+        for message in row.get("warnings", [])[:1]:
+            print(f"  {row['sampler']}: {message[:160]}")
+
+
+def main(suite: Suite, description: str) -> None:
+    """Parse the command line and run the suite (module docstring)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument(
+        "--configs", nargs="+", default=list(suite.configs), choices=list(suite.configs)
+    )
+    parser.add_argument("--samplers", nargs="+", default=list(suite.samplers), choices=SAMPLERS)
+    parser.add_argument("--warmup", type=int, default=1000)
+    parser.add_argument("--draws", type=int, default=2000)
+    parser.add_argument("--reference-warmup", type=int, default=1000)
+    parser.add_argument("--reference-draws", type=int, default=2000)
+    parser.add_argument("--subsample-size", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=3600.0)
+    parser.add_argument("--cache", type=Path, default=ROOT / "benchmarks" / suite.cache)
+    parser.add_argument("--out", type=Path, default=None, help="write every row as JSON")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        print("RESULT " + json.dumps(worker(suite, json.loads(args.worker))))
+        return
+    results = {}
+    for config in args.configs:
+        nuts = nuts_reference(
+            suite, config, args.cache, args.reference_warmup, args.reference_draws
+        )
+        rows = []
+        for sampler in args.samplers:
+            cfg = {
+                "config": config, "sampler": sampler, "warmup": args.warmup,
+                "draws": args.draws, "seed": args.seed, "subsample_size": args.subsample_size,
+            }  # fmt: skip
+            row = _spawn(suite, cfg, args.timeout)
+            if "error" not in row:
+                row["accuracy"] = accuracy(suite, row, nuts)
+            rows.append(row)
+        print_table(config, rows, nuts)
+        results[config] = {"nuts": nuts, "rows": rows}
+    if args.out is not None:
+        args.out.write_text(json.dumps(results, indent=1))
