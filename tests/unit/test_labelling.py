@@ -3,6 +3,7 @@ components are ordered before R-hat and ESS, chains in different labellings pass
 chain that really misses still fails."""
 
 import warnings
+from types import SimpleNamespace
 
 import jax
 import jax.numpy as jnp
@@ -19,7 +20,7 @@ from pplsamplers import AutoSampler, SelfCheckWarning, check_run
 from pplsamplers.diagnostics.checks import self_check
 from pplsamplers.diagnostics.fixes import LABEL_SWITCHING_FIX, model_hints
 from pplsamplers.diagnostics.health import convergence
-from pplsamplers.diagnostics.labelling import Labelling, view_labels
+from pplsamplers.diagnostics.labelling import Labelling, labelling_of, view_labels
 from pplsamplers.model import inspect
 
 K = 3
@@ -59,6 +60,9 @@ def test_the_per_component_sites_of_an_unordered_mixture_are_found(data):
         ("w", 0, K, False),
     ]
     assert model_hints(*view_labels(info)) == {}  # ordered before R-hat: no hint needed
+    kernel = SimpleNamespace(setup=SimpleNamespace(view=inspect(unordered, (data,), {})))
+    found = labelling_of(kernel)  # what a kernel's in-run check and check_run order by
+    assert found.sites == info.labelled and found.shapes == {"mu": (3,), "sigma": (), "w": (2,)}
     assert inspect(mixture.model, (data,), {}).info.labelled == ()  # ordered means
     x, y = np.ones((20, 3)), np.zeros(20)
     assert inspect(zero_inflated, (x, y), {}).info.labelled == ()
