@@ -36,14 +36,15 @@ class LabelledSite(NamedTuple):
 
 
 def support_size(support: Any) -> int:
-    """K for a discrete support {0, …, K−1} (a Bernoulli's 2), 0 for any other support.
+    """K for a categorical support {0, …, K−1}, 0 for any other.  A Bernoulli's {0, 1} is
+    not counted: a flag's two states (a structural zero, a regime) mean different things, so
+    no permutation of them is a symmetry of the posterior.
 
     >>> import numpyro.distributions as dist, jax.numpy as jnp
-    >>> support_size(dist.Categorical(jnp.ones(3) / 3).support), support_size(dist.Poisson(1.0).support)
+    >>> categorical = dist.Categorical(jnp.ones(3) / 3)
+    >>> support_size(categorical.support), support_size(dist.Bernoulli(0.5).support)
     (3, 0)
     """
-    if support is constraints.boolean:
-        return 2
     if isinstance(support, constraints.integer_interval) and np.all(support.lower_bound == 0):
         return int(np.max(support.upper_bound)) + 1
     return 0
@@ -51,8 +52,9 @@ def support_size(support: Any) -> int:
 
 def labelled_sites(trace: dict) -> tuple[LabelledSite, ...]:
     """The continuous latent sites of ``trace`` (a NumPyro trace) with exactly one axis of
-    the size K ≥ 2 of a discrete site marked for enumeration, in name order; none where a
-    latent lies on an ordered vector, or where nothing is enumerated."""
+    the size K ≥ 2 of a categorical site marked for enumeration (:func:`support_size`), in
+    name order; none where a latent lies on an ordered vector, or where nothing is
+    enumerated."""
     samples = [s for s in trace.values() if s["type"] == "sample" and not s["is_observed"]]
     enumerated = [s for s in samples if (s.get("infer") or {}).get("enumerate") == "parallel"]
     sizes = sorted({support_size(s["fn"].support) for s in enumerated} - {0, 1})

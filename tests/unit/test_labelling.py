@@ -39,8 +39,9 @@ def unordered(y):
 
 @config_enumerate
 def zero_inflated(x, y):
-    """A Bernoulli (K = 2) per datum and no per-component site: nothing to order."""
-    beta = numpyro.sample("beta", dist.Normal(0.0, 1.0).expand([3]).to_event(1))
+    """A Bernoulli flag per datum: its two states are not exchangeable, so nothing is
+    ordered, although ``beta`` has two coefficients."""
+    beta = numpyro.sample("beta", dist.Normal(0.0, 1.0).expand([2]).to_event(1))
     gate = numpyro.sample("gate", dist.Beta(1.0, 1.0))
     with numpyro.plate("data", y.shape[0]):
         zero = numpyro.sample("zero", dist.Bernoulli(gate))
@@ -64,7 +65,7 @@ def test_the_per_component_sites_of_an_unordered_mixture_are_found(data):
     found = labelling_of(kernel)  # what a kernel's in-run check and check_run order by
     assert found.sites == info.labelled and found.shapes == {"mu": (3,), "sigma": (), "w": (2,)}
     assert inspect(mixture.model, (data,), {}).info.labelled == ()  # ordered means
-    x, y = np.ones((20, 3)), np.zeros(20)
+    x, y = np.ones((20, 2)), np.zeros(20)
     assert inspect(zero_inflated, (x, y), {}).info.labelled == ()
     # enumerated, unordered, but no site found: the hint stays
     assert model_hints(("z",), (), ()) == {"rhat": (LABEL_SWITCHING_FIX,)}
