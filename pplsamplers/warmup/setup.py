@@ -64,7 +64,7 @@ from pplsamplers.model import (
 from pplsamplers.types import Array
 from pplsamplers.warmup.anchor import choose_control_variate
 from pplsamplers.warmup.metric import refinement
-from pplsamplers.warmup.mode import find_map
+from pplsamplers.warmup.mode import polish
 from pplsamplers.warmup.modes import search_mode
 from pplsamplers.warmup.options import SEED, SetupOptions, user_factor
 from pplsamplers.warmup.scale import (
@@ -146,6 +146,13 @@ def _warn_not_converged(note: str) -> None:
         "control_variate=False.",
         stacklevel=5,
     )
+
+
+def _scale_note(factor: Array, info: dict[str, Any]) -> str:
+    """The ``precondition`` note of an estimated posterior scale."""
+    clipped = int(info.get("num_clipped", 0))
+    floored = f" ({clipped} eigenvalues floored)" if clipped else ""
+    return f"{'dense' if factor.ndim == 2 else 'diagonal'} inverse curvature at the mode{floored}"
 
 
 def _check_narrowed(
@@ -256,27 +263,32 @@ def mode_stage(options: SetupOptions, model_args: tuple, model_kwargs: dict) -> 
         notes["precondition"] = "off (precondition=None)"
     elif estimated:
         factor, info = posterior_scale(estimator, mode, precondition)
-        clipped = int(info.get("num_clipped", 0))
-        notes["precondition"] = f"{'dense' if factor.ndim == 2 else 'diagonal'} inverse " + (
-            f"curvature at the mode ({clipped} eigenvalues floored)"
-            if clipped
-            else "curvature at the mode"
-        )
+        notes["precondition"] = _scale_note(factor, info)
     else:
         factor = user_factor(precondition, dim, dtype)
         notes["precondition"] = "the given covariance"
     whitening = check_whitening(Whitening(center, factor), dim)
     if mode is not None and estimated:
         # the convergence test in posterior sds, and a polish: a few passes
-        polished = find_map(
-            jax.random.PRNGKey(SEED), estimator, mode, retry_at_origin=False, scale=factor
+        infos = [info]
+
+        def rescale(x: Array) -> Array:  # the curvature where the polish found a lower U
+            new_factor, new_info = posterior_scale(estimator, x, precondition)
+            infos.append(new_info)
+            return new_factor
+
+        polished, factor, rebuilt = polish(
+            jax.random.PRNGKey(SEED), estimator, mode, whitening.factor, rescale
         )
-        mode = polished.position
-        whitening = whitening._replace(center=mode)
-        converged = bool(polished.converged)
+        info, mode, converged = infos[-1], polished.position, bool(polished.converged)
+        whitening = check_whitening(Whitening(mode, factor), dim)
+        notes["precondition"] = _scale_note(factor, info)
+        again = f"; the curvature rebuilt {rebuilt}× where the polish found a lower U" * bool(
+            rebuilt
+        )
         notes["mode"] += (
             f"; polished in the Laplace metric to {float(polished.scaled_grad_norm):.2g} sd"
-            f" ({'converged' if converged else 'NOT converged'})"
+            f" ({'converged' if converged else 'NOT converged'}){again}"
         )
     if mode is not None:
         _check_smooth(potential, mode, whitening)

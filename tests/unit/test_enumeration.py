@@ -121,3 +121,37 @@ def test_a_kernel_samples_the_marginalised_mixture(mixture_data):
     means = np.asarray(mixture.MEANS)
     nearest = np.argmin(np.abs(np.asarray(mixture_data)[:, None] - means), -1)
     assert np.mean(np.asarray(z) == nearest) > 0.8
+
+
+def test_a_search_stopped_at_an_empty_component_still_gives_the_gaussian_at_the_mode(
+    monkeypatch,
+):
+    """In float32 at N = 10⁵ (outside the test suite's XLA flags) every start of the mode
+    search stopped where the first component's weight went to 0 and its mean went flat, 1139
+    nats above the mode.  The polish in that floored curvature reached the mode, but the
+    Gaussian kept the floored curvature (Laplace log-weight sd 1.6·10⁴) and AutoSampler fell
+    back to NUTS.  The search's result is that point here; the curvature is rebuilt where the
+    polish ends."""
+    import importlib
+    import warnings
+
+    from pplsamplers.warmup import SetupOptions, mode_stage
+
+    stage_module = importlib.import_module("pplsamplers.warmup.setup")
+    empty = jnp.array([33.65, 3.44, 3.10, 2.06, -10.62, -0.65])  # mu (ordered), sigma, w
+
+    def stopped_search(potential, notes):
+        notes["mode"] = "converged (a search stopped at an empty component)"
+        return empty, True
+
+    monkeypatch.setattr(stage_module, "_search_mode", stopped_search)
+    (y,), _ = mixture.load_data(N=100_000, dtype=jnp.float32)
+    with warnings.catch_warnings(record=True) as records:
+        warnings.simplefilter("always")
+        stage = mode_stage(SetupOptions(mixture.model, needs_mode=True), (y,), {})
+    assert not [r for r in records if "pplsamplers" in str(r.message)]
+    assert stage.laplace_misfit < 1.0 and "degenerate_mode" not in stage.notes
+    assert stage.notes["precondition"] == "dense inverse curvature at the mode"
+    assert "the curvature rebuilt 1×" in stage.notes["mode"]
+    mu = stage.potential.constrain(stage.mode)["mu"]
+    np.testing.assert_allclose(mu, mixture.MEANS, atol=0.5)

@@ -392,7 +392,8 @@ def test_mode_warning_reads_the_polished_mode(monkeypatch, polish_converges):
     # the module (pplsamplers.warmup.setup is also the name of the function setup)
     warmup = importlib.import_module("pplsamplers.warmup.setup")
 
-    real = warmup.find_map
+    polishing = importlib.import_module("pplsamplers.warmup.mode")  # polish's find_map
+    real = polishing.find_map
     calls = []
 
     def stalled_search(key, potential, *args, **kwargs):
@@ -400,7 +401,7 @@ def test_mode_warning_reads_the_polished_mode(monkeypatch, polish_converges):
         calls.append(kwargs.get("scale") is not None)
         return result if calls[-1] and polish_converges else result._replace(converged=False)
 
-    monkeypatch.setattr(warmup, "find_map", stalled_search)  # the polish
+    monkeypatch.setattr(polishing, "find_map", stalled_search)  # the polish
     modes = importlib.import_module("pplsamplers.warmup.modes")
     monkeypatch.setattr(modes, "find_map", stalled_search)  # the search, from every start
     args, kwargs = linear_gaussian.load_data(N=1500, D=2, seed=11)  # fresh arrays: no cache
