@@ -283,13 +283,12 @@ def mode_stage(options: SetupOptions, model_args: tuple, model_kwargs: dict) -> 
         info, mode, converged = infos[-1], polished.position, bool(polished.converged)
         whitening = check_whitening(Whitening(mode, factor), dim)
         notes["precondition"] = _scale_note(factor, info)
-        again = f"; the curvature rebuilt {rebuilt}× where the polish found a lower U" * bool(
-            rebuilt
-        )
         notes["mode"] += (
             f"; polished in the Laplace metric to {float(polished.scaled_grad_norm):.2g} sd"
-            f" ({'converged' if converged else 'NOT converged'}){again}"
+            f" ({'converged' if converged else 'NOT converged'})"
         )
+        if rebuilt:
+            notes["mode"] += f"; the curvature rebuilt {rebuilt}× where the polish found a lower U"
     if mode is not None:
         _check_smooth(potential, mode, whitening)
     if not converged:
