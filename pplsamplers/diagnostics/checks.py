@@ -18,9 +18,9 @@ ESS below 100, or beyond what D coordinates of independent draws could show
 (:mod:`~pplsamplers.diagnostics.multiplicity`: a site's coordinates share one site's part of
 a 1% family error, so a scalar like τ keeps the strict bound).  So an exact run passes
 whatever D, and a long run of a small model is judged by the plain thresholds.  The averaged
-scale error fails above :func:`~pplsamplers.diagnostics.multiplicity.coherent_tolerance` + 3·MCSE from ``COHERENT_MIN_DIM``
-coordinates on, and beyond 3 times its chance error.  The check costs
-m full-data passes, jitted once per potential and batched over the draws (m:
+scale error fails above :func:`~pplsamplers.diagnostics.multiplicity.coherent_tolerance`
++ 3·MCSE from ``COHERENT_MIN_DIM`` coordinates on, and beyond 3 times its chance error.  The
+check costs m full-data passes, jitted once per potential and batched over the draws (m:
 :func:`default_thin_to`; the MCSEs shrink with m).
 """
 
