@@ -302,13 +302,13 @@ def polish(
     >>> bool(jnp.allclose(result.position, 0.0, atol=1e-3)), rebuilt, factor.tolist()
     (True, 1, [2.0, 2.0])
     """
-    value = float(estimator.full_value_and_grad(mode)[0])
     rebuilt = 0
     while True:
         result = find_map(rng_key, estimator, mode, retry_at_origin=False, scale=factor)
-        if not value - float(result.potential) > REFIT_NATS or rebuilt == max_rebuilds:
+        drop = float(estimator.full_value_difference(mode, result.position))  # U(mode) − U(end)
+        if not drop > REFIT_NATS or rebuilt == max_rebuilds:
             return result, factor, rebuilt
-        mode, value, rebuilt = result.position, float(result.potential), rebuilt + 1
+        mode, rebuilt = result.position, rebuilt + 1
         factor = rescale(mode)
 
 
