@@ -21,6 +21,7 @@ import numpy as np
 from numpyro.distributions import constraints
 from numpyro.distributions.transforms import biject_to
 
+from pplsamplers.model._enumerate import discrete_sites, is_enumerated
 from pplsamplers.model._support import is_ordered, is_real
 
 
@@ -55,10 +56,14 @@ def labelled_sites(trace: dict) -> tuple[LabelledSite, ...]:
     the size K ≥ 2 of a categorical site marked for enumeration (:func:`support_size`), in
     name order; none where a latent lies on an ordered vector, or where nothing is
     enumerated."""
-    samples = [s for s in trace.values() if s["type"] == "sample" and not s["is_observed"]]
-    enumerated = [s for s in samples if (s.get("infer") or {}).get("enumerate") == "parallel"]
+    discrete = discrete_sites(trace)
+    enumerated = [s for s in discrete.values() if is_enumerated(s)]
     sizes = sorted({support_size(s["fn"].support) for s in enumerated} - {0, 1})
-    latent = [s for s in samples if not s["fn"].support.is_discrete]
+    latent = [
+        s
+        for name, s in trace.items()
+        if s["type"] == "sample" and not s["is_observed"] and name not in discrete
+    ]
     if not sizes or any(is_ordered(s["fn"].support) for s in latent):
         return ()
     found = []
