@@ -20,11 +20,16 @@ def site_names(shapes: dict[str, tuple[int, ...]]) -> list[str]:
     return names
 
 
+def site_shapes(potential: Potential) -> dict[str, tuple[int, ...]]:
+    """``{site: shape}`` of the position ``potential.unravel`` gives (no work is done)."""
+    out = jax.eval_shape(potential.unravel, potential.init_position)
+    return {site: tuple(leaf.shape) for site, leaf in out.items()}
+
+
 def coordinate_names(potential: Potential) -> list[str]:
     """Names like ``"w[3]"`` for the D flat coordinates (ravel order of ``unravel``)."""
     try:
-        out = jax.eval_shape(potential.unravel, potential.init_position)
-        names = site_names({site: leaf.shape for site, leaf in out.items()})
+        names = site_names(site_shapes(potential))
         if len(names) == potential.dim:
             return names
     except Exception:  # noqa: BLE001 - any unusual unravel falls back to x[j]
@@ -32,4 +37,4 @@ def coordinate_names(potential: Potential) -> list[str]:
     return [f"x[{j}]" for j in range(potential.dim)]
 
 
-__all__ = ["coordinate_names", "site_names"]
+__all__ = ["coordinate_names", "site_names", "site_shapes"]

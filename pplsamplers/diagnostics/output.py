@@ -13,7 +13,7 @@ from pplsamplers.diagnostics.checks import SelfCheck, default_thin_to, self_chec
 from pplsamplers.diagnostics.drift import reference_gaussian
 from pplsamplers.diagnostics.fixes import model_hints
 from pplsamplers.diagnostics.labelling import labelling_of, view_labels
-from pplsamplers.diagnostics.names import site_names
+from pplsamplers.diagnostics.names import site_names, site_shapes
 
 
 def _kernel_of(sampler: Any) -> Any:
@@ -82,10 +82,8 @@ def check_run(mcmc: Any, *, warn_user: bool = True, thin_to: int | None = None) 
         x = jax.vmap(potential.unconstrain)(flat).reshape(chains, draws, potential.dim)
     relabel = labelling_of(kernel or getattr(mcmc.sampler, "delegate", None) or mcmc.sampler)
     if relabel is not None and kernel is None:  # AutoSampler's NUTS: x's layout is ours
-        shapes = {k: v.shape[2:] for k, v in samples.items()}
-        if potential is not None:
-            unravelled = jax.eval_shape(potential.unravel, potential.init_position)
-            shapes = {k: v.shape for k, v in unravelled.items()}
+        constrained = {k: v.shape[2:] for k, v in samples.items()}
+        shapes = constrained if potential is None else site_shapes(potential)
         relabel = relabel._replace(shapes=shapes, constrained=potential is None)
     extra = mcmc.get_extra_fields(group_by_chain=True)
     decision = getattr(mcmc.sampler, "decision", None)
