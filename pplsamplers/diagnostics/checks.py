@@ -248,8 +248,8 @@ def self_check(
     >>> self_check(x, pot).passed
     True
     >>> bad = self_check(x + 0.15, pot)  # 0.3 posterior sd too high
-    >>> bad.passed, bad.warning[:49]
-    (False, 'pplsamplers self-check FAILED: Stein mean error +')
+    >>> bad.passed, bad.warning[:49], round(float(bad.stein.mean_err.max()), 1)
+    (False, 'pplsamplers self-check FAILED: Stein mean error +', 0.3)
     """
     draws = np.asarray(draws, dtype=float)
     if draws.ndim == 2:
