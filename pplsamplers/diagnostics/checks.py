@@ -16,10 +16,12 @@ coordinates are checked at once, and an error must also exceed z times what the 
 Monte Carlo error could show by chance (1/√ESS for a mean); R-hat fails above 1.05 and bulk
 ESS below 100, or beyond what D coordinates of independent draws could show
 (:mod:`~pplsamplers.diagnostics.multiplicity`: a site's coordinates share one site's part of
-a 1% family error, so a scalar like τ keeps the strict bound).  So an exact run passes
+a 1% family error, so a scalar like τ keeps the strict bound), and a draw fails whose U lies
+beyond any posterior's tail (:mod:`~pplsamplers.diagnostics.typical_set`).  So an exact run passes
 whatever D, and a long run of a small model is judged by the plain thresholds.  The averaged
 scale error fails above :func:`~pplsamplers.diagnostics.multiplicity.coherent_tolerance`
-+ 3·MCSE from ``COHERENT_MIN_DIM`` coordinates on, and beyond 3 times its chance error.  The
++ 3·MCSE (below 10 coordinates, every sd 10 % off at once) and beyond 3 times its chance
+error (:func:`~pplsamplers.diagnostics.multiplicity.coherent_failure`).  The
 check costs m full-data passes, jitted once per potential and batched over the draws (m:
 :func:`default_thin_to`; the MCSEs shrink with m).
 """
@@ -39,7 +41,7 @@ from pplsamplers.diagnostics.fixes import COUNTED, FIXES, MAX_REJECTED_FRACTION
 from pplsamplers.diagnostics.health import chain_health, chain_list, convergence, stuck_coordinates
 from pplsamplers.diagnostics.multiplicity import (
     chance_error,
-    coherent_tolerance,
+    coherent_failure,
     coordinate_multiplicity,
     ess_floor,
     kurtosis_of,
@@ -48,11 +50,9 @@ from pplsamplers.diagnostics.multiplicity import (
 )
 from pplsamplers.diagnostics.names import coordinate_names
 from pplsamplers.diagnostics.stein_identities import SteinErrors, stein_errors
+from pplsamplers.diagnostics.typical_set import outlying_failure
 from pplsamplers.estimator import Potential
 from pplsamplers.types import Array, PRNGKey
-
-COHERENT_MIN_DIM = 10
-"""The coherent-scale check runs from this many coordinates on (module docstring)."""
 
 
 class SelfCheckWarning(UserWarning):
@@ -71,6 +71,7 @@ class Thresholds(NamedTuple):
     min_moved: float = 0.01  # or a chain moved in fewer than this fraction of steps
     diverged_sds: float = 1e3  # robust sds from the tightest healthy chain
     tol_coherent_shift: float = 0.2  # sds a scale parameter over all D coordinates may move
+    tol_coherent_small: float = 0.21  # |averaged scale error| below COHERENT_MIN_DIM: 10 %
 
 
 STEIN_BUDGET = 20_000_000
@@ -96,8 +97,8 @@ class SelfCheck:
     passed: bool
     warning: str
     failures: tuple[str, ...]
-    """Failed check names: stein_mean, stein_sd, stein_coherent_scale, rhat, ess, drift, frozen,
-    stuck, diverged, nonfinite, or a key of ``counts``."""
+    """Failed check names: stein_mean, stein_sd, stein_coherent_scale, rhat, ess, drift,
+    outlying, frozen, stuck, diverged, nonfinite, or a key of ``counts``."""
     names: tuple[str, ...]
     rhat: np.ndarray
     ess_bulk: np.ndarray
@@ -198,6 +199,8 @@ def self_check(
     counted_draws: int | None = None,
     reference: Any = None,
     relabel: Callable[[np.ndarray], np.ndarray] | None = None,
+    values: Array | None = None,
+    value_noise: Array | None = None,
 ) -> SelfCheck:
     """Check a finished run: convergence, frozen/diverged chains, full-data Stein identities.
 
@@ -233,6 +236,10 @@ def self_check(
     constrained : the draws are of the model's constrained sites, where a coordinate may be
         constant (a one-category Dirichlet); otherwise they are unconstrained coordinates, and
         one that never moved in a chain fails the check.
+    values, value_noise : U at every draw (chains, draws) and the sd of each value's estimate
+        (``None``: exact), for the check on draws outside the typical set
+        (:mod:`~pplsamplers.diagnostics.typical_set`); by default the full-data pass's U at the
+        Stein check's draws.
 
     Returns
     -------
@@ -309,22 +316,13 @@ def self_check(
             fix = "stein" if check.startswith("stein") else check
             fails.append((check, message.format(value[j]) + f" on {names[j]}", fix))
     drift = None if reference is None else drift_failure(kept, reference, names)
-    fails += [] if drift is None else [drift]
-    chance = chance_error(stein.coherent_scale_mcse, ess, kurtosis, averaged=True)
-    coherent_excess = abs(coherent) - max(
-        coherent_tolerance(dim, th.tol_coherent_shift) + th.z * stein.coherent_scale_mcse,
-        th.z * float(chance),
-    )
-    if dim >= COHERENT_MIN_DIM and coherent_excess > 0:  # NaN: no failure
-        fails.append(
-            (
-                "stein_coherent_scale",
-                f"Stein scale error averages {coherent:+.2f} over {dim} coordinates (every "
-                f"sd ×{math.sqrt(max(1.0 + coherent, 0.0)):.3f} at once, which moves a scale "
-                f"parameter coupled to them by about {abs(coherent) * math.sqrt(dim / 2):.1f} sd)",
-                "stein",
-            )
-        )
+    rows = (lambda a: np.reshape(a, draws.shape[:2])[usable]) if any_usable else np.asarray
+    given = stein.potential if values is None else rows(values)
+    noise = None if value_noise is None else rows(value_noise)
+    outlying = outlying_failure(given, noise, kept, names, (th.tol_mean, th.tol_sd))
+    fails += [f for f in (drift, outlying) if f is not None]
+    coherent = coherent_failure(coherent, stein.coherent_scale_mcse, ess, kurtosis, th)
+    fails += [] if coherent is None else [coherent]
     if np.any(frozen):
         fails.append(("frozen", chain_list("frozen", frozen), "frozen"))
     stuck = stuck_coordinates(draws) & ~frozen[:, None]
@@ -351,17 +349,11 @@ def self_check(
         if total > fraction * counted:
             fails.append((key, message.format(total), fix))
 
-    warning = ""
-    if fails:
-        fixes = [f for _, _, key in fails for f in FIXES[key]]
-        fixes += [f for name, _, _ in fails for f in (hints or {}).get(name, ())]
-        fixes = list(dict.fromkeys(fixes)) + list(alternatives)
-        warning = (
-            "pplsamplers self-check FAILED: "
-            + "; ".join(msg for _, msg, _ in fails)
-            + ". Try: "
-            + " / ".join(fixes)
-        )
+    fixes = [f for _, _, key in fails for f in FIXES[key]]
+    fixes += [f for name, _, _ in fails for f in (hints or {}).get(name, ())]
+    fixes = list(dict.fromkeys(fixes)) + list(alternatives)
+    found = "; ".join(msg for _, msg, _ in fails)
+    warning = f"pplsamplers self-check FAILED: {found}. Try: {' / '.join(fixes)}" if fails else ""
     return SelfCheck(
         passed=not fails,
         warning=warning,

@@ -36,6 +36,7 @@ FIXES = MappingProxyType(
         "rhat": ("more warmup and draws",),
         "ess": ("more warmup and draws",),
         "drift": ("a smaller step",),
+        "outlying": ("a smaller step",),
         "frozen": ("a smaller step",),
         "stuck": ("another start (init_strategy)", "a non-centred parameterisation"),
         "diverged": ("a smaller step",),

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -142,10 +143,55 @@ def coherent_tolerance(dim: int, shift: float = 0.2) -> float:
     return shift * math.sqrt(2.0 / dim)
 
 
+COHERENT_MIN_DIM = 10
+"""From this many coordinates on the averaged scale error may reach
+:func:`coherent_tolerance`; from 2 to 9 it may reach ``Thresholds.tol_coherent_small``."""
+
+
+def coherent_failure(
+    error: float, mcse: float, ess: np.ndarray, kurtosis: np.ndarray, th: Any
+) -> tuple[str, str, str] | None:
+    """``(check, message, fix key)`` of ``self_check`` when the scale error averaged over the
+    D = ``ess.size`` coordinates, ``error`` ± ``mcse``, exceeds its tolerance by more than
+    ``th.z`` times its MCSE and its chance error (:func:`chance_error`); else ``None``.
+
+    The tolerance is :func:`coherent_tolerance` from :data:`COHERENT_MIN_DIM` coordinates on.
+    Below that no scale parameter couples to many coordinates, and the average is a sharper
+    reading of what every coordinate's sd check sees: it fails when every sd is more than
+    about 10 % off at once (``th.tol_coherent_small``, (1.1)² − 1), the per-coordinate check's
+    inner edge, which that check, with its wider Monte Carlo error, lets through.  One
+    coordinate is left to its own sd check.
+
+    >>> from pplsamplers.diagnostics.checks import Thresholds
+    >>> ess, kurtosis = np.full(9, 4000.0), np.full(9, 3.0)
+    >>> coherent_failure(0.56, 0.09, ess, kurtosis, Thresholds())[1]
+    'Stein scale error averages +0.56 over 9 coordinates (every sd ×1.249 at once)'
+    >>> coherent_failure(0.19, 0.05, ess, kurtosis, Thresholds()) is None
+    True
+    """
+    dim = int(np.size(ess))
+    small = dim < COHERENT_MIN_DIM
+    tolerance = th.tol_coherent_small if small else coherent_tolerance(dim, th.tol_coherent_shift)
+    chance = chance_error(mcse, ess, kurtosis, averaged=True)
+    excess = abs(error) - max(tolerance + th.z * mcse, th.z * float(chance))
+    if dim < 2 or not excess > 0:  # NaN: no failure
+        return None
+    message = (
+        f"Stein scale error averages {error:+.2f} over {dim} coordinates (every sd "
+        f"×{math.sqrt(max(1.0 + error, 0.0)):.3f} at once"
+    )
+    if not small:
+        shift = abs(error) * math.sqrt(dim / 2)
+        message += f", which moves a scale parameter coupled to them by about {shift:.1f} sd"
+    return "stein_coherent_scale", message + ")", "stein"
+
+
 __all__ = [
+    "COHERENT_MIN_DIM",
     "ESS_TAIL",
     "FAMILY_ERROR",
     "chance_error",
+    "coherent_failure",
     "coherent_tolerance",
     "coordinate_multiplicity",
     "ess_floor",

@@ -66,12 +66,15 @@ class SteinErrors(NamedTuple):
     coherent_scale_mcse: float
     num_draws: int
     """Thinned draws checked (one full-data pass each)."""
+    potential: np.ndarray
+    """U at every draw (chains, n): the full-data pass's at the checked draws, NaN elsewhere
+    and where the scores were given."""
 
     @classmethod
     def missing(cls, dim: int) -> SteinErrors:
         """NaN everywhere and no draw checked: the check was skipped."""
         nan = np.full(dim, np.nan)
-        return cls(nan, nan, nan, nan, nan, nan, np.nan, np.nan, 0)
+        return cls(nan, nan, nan, nan, nan, nan, np.nan, np.nan, 0, np.full((0, 0), np.nan))
 
 
 @partial(jax.jit, static_argnums=0)
@@ -156,6 +159,13 @@ def leave_window_out_scores(
     return out, diag
 
 
+def potential_at(values: np.ndarray, idx: np.ndarray, n: int) -> np.ndarray:
+    """(chains, n): ``values`` (chains, k) at the columns ``idx``, NaN elsewhere."""
+    out = np.full((values.shape[0], n), np.nan)
+    out[:, idx] = values
+    return out
+
+
 def stein_errors(
     draws: np.ndarray,
     potential: Potential | None,
@@ -188,7 +198,7 @@ def stein_errors(
     if scores is not None:
         k, idx = n, np.arange(n)
         thin, grad = draws.reshape(-1, dim), -np.asarray(scores, float).reshape(-1, dim)
-        bad = ~np.all(np.isfinite(grad), -1)
+        bad, u_val = ~np.all(np.isfinite(grad), -1), np.full(len(thin), np.nan)
     else:
         k = min(n, max(2, -(-thin_to // chains)))
         start = 0.0 if key is None else float(jax.random.uniform(key))
@@ -233,6 +243,7 @@ def stein_errors(
         coherent_scale_err=float(coherent.mean()),
         coherent_scale_mcse=float(mcse[-1]),
         num_draws=len(thin),
+        potential=potential_at(u_val.reshape(chains, k), idx, n),
     )
     return out, "dense" if use_dense else "diag", 0
 

@@ -130,13 +130,15 @@ class CheckedNUTS(NUTS):
         last = report_at_last_draw(plan, post, batched, batched.rejected, self._report_draws)
         return CheckedState(*new, monitor._replace(rejected=jnp.where(last, 0, monitor.rejected)))
 
-    def _report_draws(self, draws: Any, scores: Any, divergent: Any, capped: Any) -> None:
+    def _report_draws(
+        self, draws: Any, scores: Any, values: Any, noise: Any, divergent: Any, capped: Any
+    ) -> None:
         if self._report is None:
             return
         if self.exact_scores:
-            self._report(draws, scores, divergent, capped, counted="divergent")
+            self._report(draws, scores, values, noise, divergent, capped, counted="divergent")
         else:  # a trajectory that crosses the edge diverges by construction: not counted
-            self._report(draws, None, divergent, capped, counted=None)
+            self._report(draws, None, None, None, divergent, capped, counted=None)
 
 
 def _labelling(model: Any, model_args: tuple, model_kwargs: dict, shapes: dict) -> Any:
@@ -153,7 +155,7 @@ def _labelling(model: Any, model_args: tuple, model_kwargs: dict, shapes: dict) 
 
 
 def _keep(plan: RunPlan, state: HMCState, monitor: Monitor) -> Monitor:
-    """Keep one chain's draw and exact score (s = −∇U) at every ``stride``-th draw after
+    """Keep one chain's draw, exact score (s = −∇U) and U at every ``stride``-th draw after
     warmup, and count its divergent transitions."""
     post = state.i - 1 - plan.num_warmup
     kept = (post >= 0) & (post % plan.stride == plan.stride - 1)
@@ -161,8 +163,10 @@ def _keep(plan: RunPlan, state: HMCState, monitor: Monitor) -> Monitor:
     x, score = ravel_pytree(state.z)[0], -ravel_pytree(state.z_grad)[0]
     draws = monitor.draws.at[slot].set(jnp.where(kept, x, monitor.draws[slot]))
     scores = monitor.scores.at[slot].set(jnp.where(kept, score, monitor.scores[slot]))
+    u = state.potential_energy.astype(monitor.values.dtype)
+    values = monitor.values.at[slot].set(jnp.where(kept, u, monitor.values[slot]))
     rejected = monitor.rejected + ((post >= 0) & state.diverging).astype(jnp.int32)
-    return monitor._replace(draws=draws, scores=scores, rejected=rejected)
+    return monitor._replace(draws=draws, scores=scores, values=values, rejected=rejected)
 
 
 __all__ = ["CheckedNUTS", "CheckedState"]

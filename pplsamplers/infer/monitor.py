@@ -7,7 +7,9 @@ kernel checks itself from inside the sampling program:
 * at ``init`` it finds the ``numpyro.infer.MCMC`` that drives it (:func:`driving_mcmc`: the
   caller's frames) and reads how many draws the run will make (:class:`RunPlan`);
 * after warmup, every ``stride``-th draw of each chain is kept in the state with its score,
-  an unbiased minibatch estimate of −∇U at the draw (:class:`Monitor`);
+  an unbiased minibatch estimate of −∇U at the draw, and the same minibatch's estimate of U
+  with its sd (:class:`Monitor`; U finds draws outside the typical set,
+  :mod:`~pplsamplers.diagnostics.typical_set`);
 * a PDMP's sample intervals cut short at its event cap are counted: when most of the first
   :data:`CAPPED_CHECK_DRAWS` warmup draws were, the run warns at once (it will be slow and
   wrong, and the user should not wait for its end), and after warmup they count against it;
@@ -41,7 +43,11 @@ from pplsamplers.estimator import Estimator, with_batch_size
 from pplsamplers.types import Array, PRNGKey
 
 KEPT_DRAWS = 200
-"""Draws per chain the check keeps at most (evenly spread over the run)."""
+"""Draws per chain the check keeps at least, where the run has them (evenly spread over it)."""
+KEPT_CHAIN_VALUES = 20_000
+"""Coordinates of one chain's kept draws: a model of D < 100 keeps more than
+:data:`KEPT_DRAWS` draws, up to every draw, so that its check's Monte Carlo error is that of
+the whole run (a small model's few coordinates cost nothing to keep)."""
 KEPT_VALUES = 4_000_000
 """Numbers (draws and scores of every chain) the check keeps at most: in high dimension it
 keeps fewer draws."""
@@ -67,11 +73,14 @@ class RunPlan(NamedTuple):
 
 
 class Monitor(NamedTuple):
-    """Per chain: the kept draws (model coordinates x), their scores, the steps rejected
-    since warmup, and a PDMP's capped sample intervals (module docstring)."""
+    """Per chain: the kept draws (model coordinates x), their scores, U and its estimate's
+    sd at each, the steps rejected since warmup, and a PDMP's capped sample intervals
+    (module docstring)."""
 
     draws: Array
     scores: Array
+    values: Array
+    noise: Array
     rejected: Array
     capped: Array
 
@@ -125,7 +134,8 @@ def plan_exact(mcmc: MCMC | None, dim: int) -> RunPlan | None:
     if mcmc is None or mcmc.num_samples < 4 or dim < 1:
         return None
     chains = int(mcmc.num_chains)
-    kept = min(KEPT_DRAWS, mcmc.num_samples, max(20, KEPT_VALUES // (2 * dim * chains)))
+    wanted = max(KEPT_DRAWS, KEPT_CHAIN_VALUES // dim)
+    kept = min(wanted, mcmc.num_samples, max(20, KEPT_VALUES // (2 * dim * chains)))
     kept = max(min(kept, mcmc.num_samples), 4)
     stride = mcmc.num_samples // kept
     kept = mcmc.num_samples // stride
@@ -135,7 +145,8 @@ def plan_exact(mcmc: MCMC | None, dim: int) -> RunPlan | None:
 def empty_monitor(plan: RunPlan, dim: int, dtype: Any) -> Monitor:
     """Nothing kept yet."""
     zeros, count = jnp.zeros((plan.kept, dim), dtype), jnp.zeros((), jnp.int32)
-    return Monitor(zeros, zeros, count, count)
+    values = jnp.zeros(plan.kept, dtype)
+    return Monitor(zeros, zeros, values, values, count, count)
 
 
 def score_estimator(estimator: Estimator, plan: RunPlan) -> Estimator:
@@ -147,25 +158,35 @@ def score_estimator(estimator: Estimator, plan: RunPlan) -> Estimator:
 def keep_draw(
     monitor: Monitor, plan: RunPlan, estimator: Estimator, x: Array, post: Array, key: PRNGKey
 ) -> Monitor:
-    """``monitor`` with the draw x (post-warmup draw number ``post``) and its score kept."""
+    """``monitor`` with the draw x (post-warmup draw number ``post``), its score, and U with
+    its estimate's sd kept, all from one minibatch."""
     idx = estimator.sample_indices(key)
-    score = -estimator.grad(x, idx)
+
+    def value(y: Array) -> tuple[Array, Array]:
+        global_term, per_datum = estimator.terms(y, idx)
+        return global_term + (estimator.N / idx.shape[0]) * jnp.sum(per_datum), per_datum
+
+    (u, per_datum), gradient = jax.value_and_grad(value, has_aux=True)(x)
+    noise = jnp.sqrt(estimator.noise_variance(per_datum))
     slot = (post // plan.stride) % plan.kept
     return monitor._replace(
-        draws=monitor.draws.at[slot].set(x), scores=monitor.scores.at[slot].set(score)
+        draws=monitor.draws.at[slot].set(x),
+        scores=monitor.scores.at[slot].set(-gradient),
+        values=monitor.values.at[slot].set(u),
+        noise=monitor.noise.at[slot].set(noise),
     )
 
 
 def report_at_last_draw(
     plan: RunPlan, post: Array, monitor: Monitor, rejected: Array, report: Any
 ) -> Array:
-    """Hand the kept draws, their scores, ``rejected`` and the capped intervals (leading chain
-    axis) to ``report`` from inside the sampling program if ``post`` (the post-warmup draw
-    number) is the run's last draw; returns whether it was."""
+    """Hand the kept draws, their scores, U and its sd, ``rejected`` and the capped intervals
+    (leading chain axis) to ``report`` from inside the sampling program if ``post`` (the
+    post-warmup draw number) is the run's last draw; returns whether it was."""
     last = (post >= 0) & ((post + 1) % plan.num_samples == 0)
     jax.lax.cond(
         last,
-        lambda m, r: jax.debug.callback(report, m.draws, m.scores, r, m.capped),
+        lambda m, r: jax.debug.callback(report, m.draws, m.scores, m.values, m.noise, r, m.capped),
         lambda m, r: None,
         monitor,
         rejected,
@@ -201,28 +222,34 @@ class Reporter:
 
     def __init__(self, plan: RunPlan, names: tuple[str, ...], owner: Any) -> None:
         self.plan, self.names, self.owner = plan, names, owner
-        self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._pending: list[tuple[np.ndarray, ...]] = []
         self._lock = threading.Lock()
 
     def __call__(
         self,
         draws: Array,
         scores: Array | None,
+        values: Array | None,
+        noise: Array | None,
         rejected: Array,
         capped: Array,
         counted: str | None = "rejected",
     ) -> None:
         """Check the kept ``draws`` (chains, kept, D) with their ``scores`` (``None``: no Stein
-        check) once every chain has reported; ``rejected``: per chain, the steps to count as
+        check), U at them ``values`` and its estimate's sd ``noise`` (``None``: not known)
+        once every chain has reported; ``rejected``: per chain, the steps to count as
         ``counted`` (rejected steps, or NUTS's divergent transitions; ``None``: not counted);
         ``capped``: per chain, a PDMP's sample intervals cut short at its event cap."""
         scores = np.full_like(draws, np.nan) if scores is None else scores
+        values = np.full(np.shape(draws)[:2], np.nan) if values is None else values
+        noise = np.zeros(np.shape(draws)[:2]) if noise is None else noise
         with self._lock:
-            self._pending.append(tuple(np.asarray(a) for a in (draws, scores, rejected, capped)))
+            given = (draws, scores, values, noise, rejected, capped)
+            self._pending.append(tuple(np.asarray(a) for a in given))
             if sum(len(block[0]) for block in self._pending) < self.plan.num_chains:
                 return
             blocks, self._pending = self._pending, []
-        draws, scores, rejected, capped = (
+        draws, scores, values, noise, rejected, capped = (
             np.concatenate(parts) for parts in zip(*blocks, strict=True)
         )
         counts = {counted: rejected} if counted else {}
@@ -239,6 +266,8 @@ class Reporter:
             hints=kernel_hints(self.owner),
             reference=reference_gaussian(getattr(self.owner, "setup", None)),
             relabel=labelling_of(self.owner),
+            values=values,
+            value_noise=noise,
         )
         self.owner.self_check_result = result
         if not result.passed:
@@ -273,6 +302,7 @@ def last_result(owner: Any) -> SelfCheck | None:
 
 __all__ = [
     "CAPPED_CHECK_DRAWS",
+    "KEPT_CHAIN_VALUES",
     "KEPT_DRAWS",
     "SCORE_BUDGET",
     "Monitor",

@@ -88,11 +88,12 @@ def test_thresholds_catch_every_gaussian_run_outside_the_tolerance():
 
     tol_mean = tol_sd = 0.2 lie inside it, so every Gaussian run outside it is flagged (its
     MCSE is ~0), combinations of a shift with a smaller scale error included; runs well inside
-    it (0.1 sd off, sd ratio 0.9 or 1.1) pass.  In 5 coordinates the coherent-scale check is
-    not applied (``COHERENT_MIN_DIM``; from 10 on it flags every sd a few per cent off at
-    once: :func:`test_coherent_scale_error_is_flagged_when_each_coordinate_passes`).
+    it (0.1 sd off, sd ratio 0.9 or 1.1) pass.  In these 5 coordinates the coherent-scale
+    check flags every sd more than 10 % off at once (``tol_coherent_small``); from 10 on it
+    flags every sd a few per cent off at once:
+    :func:`test_coherent_scale_error_is_flagged_when_each_coordinate_passes`.
     """
-    assert Thresholds() == Thresholds(1.05, 100.0, 0.2, 0.2, 3.0, 1e-12, 0.01, 1e3, 0.2)
+    assert Thresholds() == Thresholds(1.05, 100.0, 0.2, 0.2, 3.0, 1e-12, 0.01, 1e3, 0.2, 0.21)
     outside = [(0.26, 1.0), (0.5, 1.0), (0.0, 0.69), (0.0, 1.31), (0.26, 0.85), (0.26, 1.15)]
     inside = [(0.1, 1.0), (0.0, 0.9), (0.0, 1.1), (0.1, 1.1), (0.15, 0.9)]
     for j, (shift, scale) in enumerate(outside + inside):
