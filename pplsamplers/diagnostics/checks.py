@@ -286,7 +286,6 @@ def self_check(
     if stein is None:
         stein = SteinErrors.missing(dim)
     mean_err, ratio = stein.mean_err, stein.sd_ratio
-    coherent = stein.coherent_scale_err
     totals = {k: int(np.sum(np.asarray(v))) for k, v in (counts or {}).items()}
 
     fails: list[tuple[str, str, str]] = []  # (check, message, fix key)
@@ -320,9 +319,9 @@ def self_check(
     given = stein.potential if values is None else rows(values)
     noise = None if value_noise is None else rows(value_noise)
     outlying = outlying_failure(given, noise, kept, names, (th.tol_mean, th.tol_sd))
-    fails += [f for f in (drift, outlying) if f is not None]
-    coherent = coherent_failure(coherent, stein.coherent_scale_mcse, ess, kurtosis, th)
-    fails += [] if coherent is None else [coherent]
+    averaged = stein.coherent_scale_err, stein.coherent_scale_mcse
+    coherent = coherent_failure(*averaged, ess, kurtosis, th)
+    fails += [f for f in (drift, outlying, coherent) if f is not None]
     if np.any(frozen):
         fails.append(("frozen", chain_list("frozen", frozen), "frozen"))
     stuck = stuck_coordinates(draws) & ~frozen[:, None]

@@ -19,80 +19,35 @@ import warnings
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import numpyro
-import numpyro.distributions as dist
 import pytest
 from numpyro.infer import MCMC, NUTS
 
+from models.classic import make_data
 from pplsamplers.diagnostics import SelfCheckWarning
 from pplsamplers.registry import make_kernel
 
-ADMIT = jnp.array([512.0, 89, 353, 17, 120, 202, 138, 131, 53, 94, 22, 24])
-APPLICATIONS = jnp.array([825.0, 108, 560, 25, 325, 593, 417, 375, 191, 393, 373, 341])
-
-
-def admissions(dept, male, applications, admit):
-    a = numpyro.sample("a", dist.Normal(0.0, 5.0))
-    s = numpyro.sample("s", dist.HalfNormal(1.0))
-    z = numpyro.sample("z_dept", dist.Normal(0.0, 1.0).expand([6]).to_event(1))
-    beta_male = numpyro.sample("beta_male", dist.Normal(0.0, 1.0))
-    with numpyro.plate("data", admit.shape[0]):
-        logits = a + s * z[dept] + beta_male * male
-        numpyro.sample("admit", dist.Binomial(applications, logits=logits), obs=admit)
-
-
-def volatility(y):
-    mu = numpyro.sample("mu", dist.Normal(0.0, 5.0))
-    phi = numpyro.sample("phi", dist.Uniform(-1.0, 1.0))
-    sigma = numpyro.sample("sigma_eta", dist.HalfNormal(1.0))
-    eps = numpyro.sample("eps", dist.Normal(0.0, 1.0).expand([y.shape[0]]).to_event(1))
-    h0 = mu + sigma / jnp.sqrt(1.0 - phi**2) * eps[0]
-
-    def step(h, e):
-        h = mu + phi * (h - mu) + sigma * e
-        return h, h
-
-    h = jnp.concatenate([h0[None], jax.lax.scan(step, h0, eps[1:])[1]])
-    with numpyro.plate("data", y.shape[0]) as idx:
-        numpyro.sample("y", dist.Normal(0.0, jnp.exp(h[idx] / 2)), obs=y[idx])
-
-
-def returns() -> jnp.ndarray:
-    """200 returns of a log-volatility with mean −1, persistence 0.95 and innovation sd 0.25."""
-    rng = np.random.default_rng(0)
-    h = np.empty(200)
-    h[0] = -1.0 + 0.25 / np.sqrt(1 - 0.95**2) * rng.normal()
-    for t in range(1, 200):
-        h[t] = -1.0 + 0.95 * (h[t - 1] + 1.0) + 0.25 * rng.normal()
-    return jnp.asarray(np.exp(h / 2) * rng.normal(size=200))
-
-
 CASES = {
-    "admissions": (
-        admissions,
-        lambda: (
-            jnp.repeat(jnp.arange(6), 2),
-            jnp.tile(jnp.array([1.0, 0.0]), 6),
-            APPLICATIONS,
-            ADMIT,
-        ),  # fmt: skip
-        ("a", "s", "beta_male"),
-        (1000, 2000),
-    ),
-    "volatility": (volatility, lambda: (returns(),), ("mu", "phi", "sigma_eta"), (300, 500)),
+    "admissions": ("ucb", ("a", "s", "beta_male"), (1000, 2000)),
+    "volatility": ("volatility", ("mu", "phi", "sigma_eta"), (300, 500)),
 }
+"""Per case: its model and data in ``models/classic.py``, the global sites compared, and
+(warmup, draws)."""
+
+
+def model_of(case: str) -> tuple:
+    """The case's model and its data, made in the current precision."""
+    return make_data()[CASES[case][0]]
 
 
 def run(kernel, case: str, draws: tuple[int, int], key: int) -> tuple[dict, bool]:
     """The draws of 2 vectorised chains in float64, and whether the run warned."""
-    model, data, _, _ = CASES[case]
     mcmc = MCMC(kernel, num_warmup=draws[0], num_samples=draws[1], num_chains=2,
                 chain_method="vectorized", progress_bar=False)  # fmt: skip
     with jax.enable_x64(True), warnings.catch_warnings(record=True) as records:
         warnings.simplefilter("always")
-        mcmc.run(jax.random.key(key), *data())
+        mcmc.run(jax.random.key(key), *model_of(case)[1])
         samples = {k: np.asarray(v) for k, v in mcmc.get_samples().items()}
     return samples, any(issubclass(r.category, SelfCheckWarning) for r in records)
 
@@ -107,8 +62,9 @@ def make_reference() -> None:
     out = {"spec": {"sampler": "NUTS", "target_accept_prob": 0.95, "draws": [1000, 3000],
                     "chains": 2, "key": 1, "float64": True},
            "versions": {"jax": jax.__version__, "numpyro": numpyro.__version__}, "sites": {}}  # fmt: skip
-    for case, (model, _, sites, _) in CASES.items():
-        samples, _ = run(NUTS(model, target_accept_prob=0.95), case, (1000, 3000), 1)
+    for case, (_, sites, _) in CASES.items():
+        kernel = NUTS(model_of(case)[0], target_accept_prob=0.95)
+        samples, _ = run(kernel, case, (1000, 3000), 1)
         out["sites"][case] = {k: [float(samples[k].mean()), float(samples[k].std())] for k in sites}
     REFERENCE.write_text(json.dumps(out, indent=1) + "\n")
 
@@ -122,8 +78,7 @@ def reference(case: str) -> dict[str, tuple[float, float]]:
     "case, sampler", [("admissions", "sgld"), ("admissions", "hamcmc"), ("volatility", "hamcmc")]
 )
 def test_a_run_is_right_or_warns_inside_mcmc_run(case, sampler):
-    model, _, _, draws = CASES[case]
-    samples, warned = run(make_kernel(sampler, model), case, draws, 0)
+    samples, warned = run(make_kernel(sampler, model_of(case)[0]), case, CASES[case][2], 0)
     errors = {
         k: (abs(samples[k].mean() - m) / s, abs(samples[k].std() / s - 1))
         for k, (m, s) in reference(case).items()
