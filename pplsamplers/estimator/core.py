@@ -194,8 +194,13 @@ class Estimator(NamedTuple):
 
     def value(self, x: Array, idx: Array) -> Array:
         """Ũ(x) = g(x) + (N/|idx|) Σ_{i∈idx} ℓ_i(x)."""
+        return self.value_and_terms(x, idx)[0]
+
+    def value_and_terms(self, x: Array, idx: Array) -> tuple[Array, Array]:
+        """(Ũ(x), the per-datum terms ℓ_idx(x) it sums), whose spread gives Ũ's noise
+        (:meth:`noise_variance`)."""
         global_term, per_datum = self.terms(x, idx)
-        return global_term + (self.N / idx.shape[0]) * jnp.sum(per_datum)
+        return global_term + (self.N / idx.shape[0]) * jnp.sum(per_datum), per_datum
 
     def value_and_grad(self, x: Array, idx: Array) -> tuple[Array, Array]:
         """(Ũ(x), ∇Ũ(x)), the gradient clipped at ``max_grad_norm``."""

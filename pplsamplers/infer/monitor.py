@@ -161,12 +161,7 @@ def keep_draw(
     """``monitor`` with the draw x (post-warmup draw number ``post``), its score, and U with
     its estimate's sd kept, all from one minibatch."""
     idx = estimator.sample_indices(key)
-
-    def value(y: Array) -> tuple[Array, Array]:
-        global_term, per_datum = estimator.terms(y, idx)
-        return global_term + (estimator.N / idx.shape[0]) * jnp.sum(per_datum), per_datum
-
-    (u, per_datum), gradient = jax.value_and_grad(value, has_aux=True)(x)
+    (u, per_datum), gradient = jax.value_and_grad(estimator.value_and_terms, has_aux=True)(x, idx)
     noise = jnp.sqrt(estimator.noise_variance(per_datum))
     slot = (post // plan.stride) % plan.kept
     return monitor._replace(
