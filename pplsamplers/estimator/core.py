@@ -204,12 +204,12 @@ class Estimator(NamedTuple):
 
     def value_and_grad(self, x: Array, idx: Array) -> tuple[Array, Array]:
         """(Ũ(x), ∇Ũ(x)), the gradient clipped at ``max_grad_norm``."""
-        value, gradient = jax.value_and_grad(self.value)(x, idx)
+        (value, _), gradient = jax.value_and_grad(self.value_and_terms, has_aux=True)(x, idx)
         return value, self._clip(gradient)
 
     def grad(self, x: Array, idx: Array) -> Array:
         """∇Ũ(x), clipped at ``max_grad_norm``."""
-        return self._clip(jax.grad(self.value)(x, idx))
+        return self._clip(jax.grad(self.value_and_terms, has_aux=True)(x, idx)[0])
 
     def directional(self, x: Array, v: Array, idx: Array) -> tuple[Array, Array]:
         """(v·∇Ũ(x), per_example) from one ``jax.jvp``: ``per_example[i] = v·∇ℓ_{idx_i}(x)``
