@@ -144,7 +144,7 @@ def _registry_table() -> list[str]:
             f"``{name}``",
             sampler,
             family,
-            "yes" if spec.exact else "no (discretisation bias)",
+            _exactness(spec),
             "yes" if spec.selectable else "no",
             description,
         ))  # fmt: skip
@@ -158,6 +158,13 @@ def _registry_table() -> list[str]:
     for row in rows:
         lines += [f"   {'*' if i == 0 else ' '} - {cell}" for i, cell in enumerate(row)]
     return lines
+
+
+def _exactness(spec) -> str:
+    """The registry table's "exact" cell."""
+    if not spec.exact:
+        return "no (discretisation bias)"
+    return f"nearly (a bias set by ``{spec.bias_option}``)" if spec.bias_option else "yes"
 
 
 def _document_registry(app, what, name, obj, options, lines):

@@ -66,8 +66,11 @@ class SamplerSpec(NamedTuple):
     tuned_params
         The tunables its warmup adapts (documentation and the selector's explanations).
     exact
-        Whether it targets the exact posterior (up to a controllable bias such as SBPS's k),
-        as opposed to a fixed-step discretisation bias (SGLD, SGBD, HAMCMC).
+        Whether it targets the exact posterior, as opposed to a fixed-step discretisation
+        bias (SGLD, SGBD, HAMCMC).
+    bias_option
+        An exact sampler's option that sets a small bias it accepts for speed, which shrinks
+        as the option grows (SBPS's ``k``, Pakman et al. 2017 §4.1); empty where there is none.
     options
         The options that make this entry a variant of ``build`` (pSGLD: SGLD with
         ``preconditioned=True``).
@@ -83,6 +86,7 @@ class SamplerSpec(NamedTuple):
     build: Callable[..., MCMCKernel]
     tuned_params: tuple[str, ...]
     exact: bool = False
+    bias_option: str = ""
     options: Mapping[str, Any] = MappingProxyType({})
     supports_control_variate: bool = True
     minibatch: bool = True
@@ -98,8 +102,9 @@ _SPECS = (
                 supports_control_variate=False, minibatch=False),
     SamplerSpec("boomerang", Boomerang, ("sample_interval",), exact=True),
     SamplerSpec("hamcmc", HAMCMC, ("step_size",)),
-    SamplerSpec("psbps", SBPS, (*_PDMP, "preconditioner"), exact=True, options=PRECONDITIONED),
-    SamplerSpec("sbps", SBPS, _PDMP, exact=True),
+    SamplerSpec("psbps", SBPS, (*_PDMP, "preconditioner"), exact=True, bias_option="k",
+                options=PRECONDITIONED),
+    SamplerSpec("sbps", SBPS, _PDMP, exact=True, bias_option="k"),
     SamplerSpec("sgbd", SGBD, ("step_size",)),
     SamplerSpec("sigmabps", BPS, ("sample_interval", "t_init", "horizon", "direction_scale"),
                 exact=True, options=PRECONDITIONED),

@@ -6,7 +6,6 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
 from numpyro.infer.mcmc import MCMCKernel
 
 from pplsamplers import warmup
@@ -25,7 +24,7 @@ from pplsamplers.model import (
 )
 from pplsamplers.registry import SAMPLERS, make_kernel
 from pplsamplers.select.competence import SMALL_N, rank_candidates
-from pplsamplers.select.decision import Decision
+from pplsamplers.select.decision import SUBSAMPLING_ONLY, Decision, check_overrides
 from pplsamplers.select.features import full_data_features, local_latent_features, model_features
 from pplsamplers.select.pilot import PilotOptions, run_pilot
 from pplsamplers.select.start import with_nuts_start
@@ -34,23 +33,6 @@ from pplsamplers.warmup import SHARED_OPTIONS, ModeStage, SetupOptions
 
 DEFAULT_SUBSAMPLE_FRACTION = 0.01
 DEFAULT_SUBSAMPLE_RANGE = (100, 1000)
-
-
-SUBSAMPLING_ONLY = ("subsample_size", "step_size", "control_variate", "data_plate")
-"""Overrides that only minibatch kernels take (dropped, with a warning, if NUTS is chosen)."""
-
-
-def _check_overrides(overrides: dict) -> None:
-    """Reject bad ``subsample_size``/``step_size`` overrides before any MAP fit or compile."""
-    size = overrides.get("subsample_size")
-    integer = isinstance(size, int | np.integer) and not isinstance(size, bool)
-    if size is not None and (not integer or size < 1):
-        raise ValueError(f"subsample_size must be a positive integer; got {size!r}.")
-    step = overrides.get("step_size")
-    if step is not None and not isinstance(step, str):
-        values = np.asarray(step, dtype=float)
-        if values.size == 0 or not np.all(np.isfinite(values)) or np.any(values <= 0):
-            raise ValueError(f"step_size must be finite and > 0; got {step!r}.")
 
 
 def available_candidates() -> tuple[str, ...]:
@@ -97,6 +79,8 @@ class AutoSampler(MCMCKernel):
         :class:`~pplsamplers.select.pilot.PilotOptions`, or a dict of its fields (``top``,
         ``budget_epochs``, ``num_chains``, ``ksd_points``, ``guard_factor``, ``seed``);
         validated here, at construction.
+    verbose
+        Print the decision's explanation when it is made.
     **overrides
         Passed to the chosen kernel, e.g. ``subsample_size=256``.  Without one, the model
         plate's own size is used, or the kernel chooses it (the features' probes use 1% of N
@@ -133,7 +117,7 @@ class AutoSampler(MCMCKernel):
     ) -> None:
         if strategy not in ("rules", "pilot"):
             raise ValueError(f"strategy must be 'rules' or 'pilot'; got {strategy!r}.")
-        _check_overrides(overrides)
+        check_overrides(overrides)
         self._model = model
         self.strategy = strategy
         self.candidates = None if candidates is None else tuple(c.lower() for c in candidates)
@@ -148,8 +132,21 @@ class AutoSampler(MCMCKernel):
         self._converted: tuple | None = None  # (the caller's arguments, their JAX arrays)
 
     # --------------------------------------------------------------- deciding
-    def decide(self, model_args: tuple, model_kwargs: dict | None = None):
-        """Compute (once per data set) and return the :class:`~pplsamplers.select.Decision`."""
+    def decide(self, model_args: tuple, model_kwargs: dict | None = None) -> Decision:
+        """Choose the kernel for this data set (once: the decision is kept while the arguments
+        are the same objects) and build it.
+
+        Parameters
+        ----------
+        model_args, model_kwargs
+            The model's arguments, as ``MCMC.run`` will pass them.
+
+        Returns
+        -------
+        Decision
+            The chosen kernel and its parameters, the reasons, the ranking and the features;
+            ``print_explanation()`` prints them.
+        """
         model_args, model_kwargs = self._as_jax(model_args, model_kwargs)
         if self.decision is not None and same_objects(self._data, (model_args, model_kwargs)):
             return self.decision

@@ -10,6 +10,23 @@ import numpy as np
 from pplsamplers.select.competence import Candidate
 from pplsamplers.select.features import ModelFeatures, features_table
 
+SUBSAMPLING_ONLY = ("subsample_size", "step_size", "control_variate", "data_plate")
+"""Overrides that only minibatch kernels take (dropped, with a warning, if NUTS is chosen)."""
+
+
+def check_overrides(overrides: dict) -> None:
+    """Reject AutoSampler's bad ``subsample_size``/``step_size`` overrides before any MAP
+    fit or compile."""
+    size = overrides.get("subsample_size")
+    integer = isinstance(size, int | np.integer) and not isinstance(size, bool)
+    if size is not None and (not integer or size < 1):
+        raise ValueError(f"subsample_size must be a positive integer; got {size!r}.")
+    step = overrides.get("step_size")
+    if step is not None and not isinstance(step, str):
+        values = np.asarray(step, dtype=float)
+        if values.size == 0 or not np.all(np.isfinite(values)) or np.any(values <= 0):
+            raise ValueError(f"step_size must be finite and > 0; got {step!r}.")
+
 
 def format_params(params: dict) -> str:
     """``{name: value}`` with vectors shown as their length and range (readable for D = 100)."""
