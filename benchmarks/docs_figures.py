@@ -10,12 +10,14 @@ Writes four PNG files into ``docs/_static/figures/`` (or ``--out``):
 * ``traces.png``: ArviZ trace plots of a PDMP (Boomerang) and a step-size kernel (SGLD) on a
   3-weight logistic regression;
 * ``bias_vs_step.png``: SGLD's error in the posterior sd and mean against its fixed step size,
-  on a 2-d Gaussian posterior with known moments.
+  on a 2-d Gaussian posterior with known moments;
+* ``sbps_bias_vs_k.png``: SBPS's errors against NUTS and its bound-violation rate against its
+  band width k, on the SBPS paper's logistic regression with plain minibatches.
 
 Every run is short (2-d or 3-d targets) and seeded, so the figures are the same at each run;
-the whole script takes about a minute and a half on two busy CPU cores.  Run it from the repository root::
+the whole script takes about three minutes on two CPU cores.  Run it from the repository root::
 
-    .venv/bin/python benchmarks/docs_figures.py                  # all four figures
+    .venv/bin/python benchmarks/docs_figures.py                  # every figure
     .venv/bin/python benchmarks/docs_figures.py --only thinning  # one of them
 
 The 2-d Gaussian is the linear Gaussian model of ``models/linear_gaussian.py`` (θ ~ N(0, I),
@@ -51,7 +53,7 @@ import xarray as xr  # noqa: E402
 from numpyro.infer import MCMC  # noqa: E402
 
 from models import linear_gaussian  # noqa: E402
-from pplsamplers import BPS, SGLD, Boomerang, to_arviz  # noqa: E402
+from pplsamplers import BPS, SBPS, SGLD, Boomerang, to_arviz  # noqa: E402
 from pplsamplers.datasets import logistic_regression  # noqa: E402
 from pplsamplers.kernels.pdmp import boomerang, bps  # noqa: E402
 from pplsamplers.kernels.pdmp.interpolation import (  # noqa: E402
@@ -63,7 +65,7 @@ from pplsamplers.kernels.pdmp.interpolation import (  # noqa: E402
 OUT = os.path.join(ROOT, "docs", "_static", "figures")
 FIGSIZE = (8.0, 3.5)
 DPI = 110
-FIGURES = ("pdmp_trajectories", "thinning", "traces", "bias_vs_step")
+FIGURES = ("pdmp_trajectories", "thinning", "traces", "bias_vs_step", "sbps_bias_vs_k")
 
 # the correlated 2-d Gaussian of the PDMP figures: N = 20 data, covariates with correlation 0.95
 GAUSSIAN = dict(N=20, D=2, correlation=0.95, seed=1)
@@ -463,12 +465,77 @@ def figure_bias(out: str) -> str:
     return save(fig, out, "bias_vs_step")
 
 
+# ----------------------------------------------------------------------------- figure 5
+SBPS_KS = (0.5, 1.0, 2.0, 3.0, 5.0)
+SBPS_CHAINS, SBPS_DRAWS = 4, 3000
+SBPS_REFERENCE = os.path.join(ROOT, "tests", "data", "logreg_nuts_n1000_d20_ill.json")
+
+
+def sbps_errors(k: float, key: int) -> tuple[float, float, float]:
+    """(max |Δmean| / sd, max |sd ratio − 1|, bound violations per proposal) of one SBPS run
+    at band width ``k`` on the paper's logistic regression (§7.1: d = 20, N = 1000, n = 100,
+    plain minibatches), against a long NumPyro NUTS run."""
+    import json
+
+    with open(SBPS_REFERENCE) as handle:
+        reference = json.load(handle)
+    (X, y), _ = logistic_regression.load_data(**reference["spec"]["data"])
+    kernel = SBPS(
+        logistic_regression.model, k=k, subsample_size=100, control_variate=False, self_check=False
+    )
+    mcmc = MCMC(
+        kernel,
+        num_warmup=500,
+        num_samples=SBPS_DRAWS,
+        num_chains=SBPS_CHAINS,
+        chain_method="vectorized",
+        progress_bar=False,
+    )
+    mcmc.run(jax.random.key(key), X, y)
+    w = np.asarray(mcmc.get_samples()["w"], dtype=np.float64)
+    mean, sd = np.asarray(reference["mean"]), np.asarray(reference["sd"])
+    extra = mcmc.get_extra_fields()
+    violations = float(np.sum(extra["bound_violations"])) / float(np.sum(extra["num_proposals"]))
+    return (
+        float(np.max(np.abs(w.mean(0) - mean) / sd)),
+        float(np.max(np.abs(w.std(0) / sd - 1.0))),
+        violations,
+    )
+
+
+def figure_sbps_k(out: str) -> str:
+    """SBPS's worst mean and sd errors and its bound-violation rate against k (eq. 9's band
+    width in predictive sds): a violation lets the particle run past the true event rate,
+    which is SBPS's bias (§4.1)."""
+    rows = np.asarray([sbps_errors(k, key=20 + i) for i, k in enumerate(SBPS_KS)])
+    for k, (mean_error, sd_error, violations) in zip(SBPS_KS, rows, strict=True):
+        print(
+            f"  SBPS k = {k:g}: max |Δmean| {mean_error:.3f} sd, max |sd − 1| "
+            f"{100 * sd_error:.1f} %, violations {100 * violations:.3f} % of proposals"
+        )
+    fig, (ax_error, ax_rate) = plt.subplots(1, 2, figsize=FIGSIZE)
+    ax_error.semilogy(SBPS_KS, rows[:, 0], "o-", ms=4, label="max |Δmean| / sd")
+    ax_error.semilogy(SBPS_KS, rows[:, 1], "s--", ms=4, label="max |sd ratio − 1|")
+    ax_error.set_ylabel("error against NUTS (20 weights)")
+    ax_error.legend(fontsize=7)
+    ax_error.set_title(f"errors ({SBPS_CHAINS} chains × {SBPS_DRAWS} draws)", fontsize=10)
+    ax_rate.semilogy(SBPS_KS, np.maximum(rows[:, 2], 1e-6), "o-", color="C3", ms=4)
+    ax_rate.set_ylabel("bound violations per proposal")
+    ax_rate.set_title("band violations", fontsize=10)
+    for ax in (ax_error, ax_rate):
+        ax.set_xlabel("k (band width, predictive sds)")
+        ax.axvline(3.0, color="0.6", lw=0.8, ls=":")  # the default
+    fig.tight_layout()
+    return save(fig, out, "sbps_bias_vs_k")
+
+
 # ----------------------------------------------------------------------------- main
 MAKERS = {
     "pdmp_trajectories": figure_trajectories,
     "thinning": figure_thinning,
     "traces": figure_traces,
     "bias_vs_step": figure_bias,
+    "sbps_bias_vs_k": figure_sbps_k,
 }
 
 

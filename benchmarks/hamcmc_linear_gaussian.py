@@ -45,7 +45,8 @@ Protocol (the same rigour for every method, as the paper asks):
 
 Run ``python benchmarks/hamcmc_linear_gaussian.py`` (≈ 11 min on 2 shared CPU cores at the
 default N = 10⁵; ≈ 2–4 min with ``--N 1000``) or with ``--quick`` (≈ 1–2 min).  It prints the
-tables and writes ``benchmarks/hamcmc_linear_gaussian.png`` (or ``--out``).
+tables and writes ``docs/_static/figures/hamcmc_linear_gaussian.png`` (or ``--out``), the HAMCMC
+page's figure.
 """
 
 from __future__ import annotations
@@ -377,7 +378,14 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small grids and runs (~1 min)")
     parser.add_argument(
-        "--out", default=os.path.join(os.path.dirname(__file__), "hamcmc_linear_gaussian.png")
+        "--out",
+        default=os.path.join(
+            os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+            "docs",
+            "_static",
+            "figures",
+            "hamcmc_linear_gaussian.png",
+        ),
     )
     parser.add_argument("--dims", default="10,100")
     parser.add_argument("--N", type=int, default=100_000)

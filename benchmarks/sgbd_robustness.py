@@ -20,6 +20,10 @@ Usage::
 
     python benchmarks/sgbd_robustness.py            # full run, about 4 min on 2 cores
     python benchmarks/sgbd_robustness.py --quick    # smaller, about 1 min
+    python benchmarks/sgbd_robustness.py --plot docs/_static/figures/sgbd_bias_vs_step.png
+
+``--plot`` also draws the skew-normal toys' biases against the step size, one panel per shape
+(the SGBD page's figure).
 """
 
 from __future__ import annotations
@@ -114,6 +118,14 @@ def sample_sweep(
     return np.asarray(draws), (time.perf_counter() - started) / len(steps_sd)
 
 
+def biases(draws: np.ndarray, ref_mean: np.ndarray, ref_sd: np.ndarray) -> tuple[float, float]:
+    """(max_j |mean_j − ref_j| / sd_j, max_j |var_j / ref_var_j − 1|) of ``draws``."""
+    mean, var = draws.mean(axis=(0, 1)), draws.var(axis=(0, 1))
+    return float(np.max(np.abs(mean - ref_mean) / ref_sd)), float(
+        np.max(np.abs(var / ref_sd**2 - 1.0))
+    )
+
+
 def summary_row(
     label: str,
     method: str,
@@ -126,9 +138,7 @@ def summary_row(
     """One table line: relative bias of the mean and of the variance (max over coordinates)."""
     if not np.all(np.isfinite(draws)):
         return f"{label:>6}  {method:<16} {'diverged':>9}"
-    mean, var = draws.mean(axis=(0, 1)), draws.var(axis=(0, 1))
-    bias_mean = np.max(np.abs(mean - ref_mean) / ref_sd)
-    bias_var = np.max(np.abs(var / ref_sd**2 - 1.0))
+    bias_mean, bias_var = biases(draws, ref_mean, ref_sd)
     ess = float(np.median(np.atleast_1d(az.ess(draws))))
     return (
         f"{label:>6}  {method:<16} {bias_mean:9.3f} {bias_var:9.3f} {ess:8.0f} "
@@ -147,20 +157,29 @@ def sweep_rows(
     steps: int,
     burn: int,
     adaptive: bool,
-) -> list[str]:
-    """Rows for every method at every step = fraction × unit, grouped by step."""
+) -> tuple[list[str], dict[str, np.ndarray]]:
+    """Rows for every method at every step = fraction × unit, grouped by step, and each
+    method's (fraction, bias of the mean, bias of the variance) as an (F, 3) array."""
     epochs = chains * steps * estimator.n / estimator.N
     sizes = np.asarray(fractions) * unit
     results = {}
     for method in BARKER_VARIANTS + ("SGLD", "c-SGLD"):
         results[method] = sample_sweep(method, estimator, ref_mean, sizes, key, chains, steps, burn)
     rows = []
+    names = {m: f"SGBD {m}" if m in BARKER_VARIANTS else m for m in results}
     for i, fraction in enumerate(fractions):
         for method, (draws, seconds) in results.items():
-            name = f"SGBD {method}" if method in BARKER_VARIANTS else method
             rows.append(
-                summary_row(f"{fraction:g}", name, draws[i], ref_mean, ref_sd, epochs, seconds)
+                summary_row(
+                    f"{fraction:g}", names[method], draws[i], ref_mean, ref_sd, epochs, seconds
+                )
             )
+    curves = {
+        names[method]: np.asarray(
+            [(f, *biases(d, ref_mean, ref_sd)) for f, d in zip(fractions, draws, strict=True)]
+        )
+        for method, (draws, _) in results.items()
+    }
     if adaptive:
         draws, seconds = sample_sweep(
             "corrected",
@@ -176,7 +195,7 @@ def sweep_rows(
         rows.append(
             summary_row("auto", "SGBD adaptive", draws[0], ref_mean, ref_sd, epochs, seconds)
         )
-    return rows
+    return rows, curves
 
 
 def nuts_row(
@@ -227,14 +246,14 @@ def skew_normal_table(
         f"τ = 1, n = {estimator.n} of N = {estimator.N}; step in target sds",
         HEADER,
     ]
-    rows += sweep_rows(
+    swept, curves = sweep_rows(
         estimator, ref_mean, ref_sd, fractions, 1.0, key, chains, steps, burn, adaptive=False
     )
     full_data = {k: v for k, v in kwargs.items() if k != "subsample_size"}
     row, _, _ = nuts_row(
         skew_normal.model, args, full_data, "theta", ref_mean, ref_sd, key, estimator.N
     )
-    return rows + [row]
+    return rows + swept + [row], curves
 
 
 def logistic_table(
@@ -265,7 +284,7 @@ def logistic_table(
         steps,
         burn,
         adaptive=True,
-    )
+    )[0]
     return rows + [nuts + "  (the reference itself)"]
 
 
@@ -273,6 +292,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller run (about 1 min)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--plot", help="PNG of the toys' biases against the step size")
     options = parser.parse_args(argv)
     if options.quick:
         chains, steps, shapes, N = 4, 4000, (20.0,), 5000
@@ -286,10 +306,45 @@ def main(argv: list[str] | None = None) -> None:
         f"SGBD robustness benchmark: {chains} chains x {steps} steps ({burn} burn-in), "
         f"seed {options.seed}\n"
     )
+    toys = {}
     for shape in shapes:
-        print("\n".join(skew_normal_table(shape, key, chains, steps, burn, fractions)), "\n")
+        rows, toys[shape] = skew_normal_table(shape, key, chains, steps, burn, fractions)
+        print("\n".join(rows), "\n")
     print("\n".join(logistic_table(key, chains, steps, burn, (0.25, 0.5, 1.0, 2.5), N)))
     print(f"\ntotal {time.perf_counter() - started:.0f} s")
+    if options.plot:
+        plot_toys(toys, options.plot, f"{chains} chains × {steps - burn} draws")
+        print(f"wrote {options.plot}")
+
+
+def plot_toys(toys: dict[float, dict[str, np.ndarray]], path: str, run: str) -> None:
+    """The skew-normal toys' bias of the mean (solid) and of the variance (dashed) against
+    the step size, one panel per shape; the extreme variant is left out (its bias is the
+    price of its speed, an order of magnitude above the others')."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(toys), figsize=(4.0 * len(toys), 3.3), squeeze=False)
+    for ax, (shape, curves) in zip(axes[0], toys.items(), strict=True):
+        for colour, (name, curve) in enumerate(
+            (n, c) for n, c in curves.items() if n != "SGBD extreme"
+        ):
+            ax.plot(curve[:, 0], curve[:, 1], "o-", color=f"C{colour}", ms=3, label=name)
+            ax.plot(curve[:, 0], curve[:, 2], "s--", color=f"C{colour}", ms=3, mfc="white")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("step (σ for SGBD, √(2ε) for SGLD), in target sds")
+        ax.set_title(f"skew normal, shape {shape:g}, gradient noise τ = 1", fontsize=9)
+    axes[0, 0].set_ylabel("bias")
+    axes[0, 0].plot([], [], "k-", label="|mean error| / sd")
+    axes[0, 0].plot([], [], "k--", label="|variance ratio − 1|")
+    axes[0, 0].legend(fontsize=7)
+    fig.suptitle(f"bias against the step size ({run} per point)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 if __name__ == "__main__":
