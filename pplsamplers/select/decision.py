@@ -1,4 +1,5 @@
-"""The selector's output: which kernel, with which parameters, and why."""
+"""The selector's output: which kernel, with which parameters, and why; and the checks of the
+options a user hands AutoSampler for the kernel it chooses."""
 
 from __future__ import annotations
 
@@ -133,4 +134,4 @@ class Decision(NamedTuple):
         }
 
 
-__all__ = ["Decision", "format_params"]
+__all__ = ["SUBSAMPLING_ONLY", "Decision", "check_overrides", "format_params"]
