@@ -471,14 +471,10 @@ SBPS_CHAINS, SBPS_DRAWS = 4, 3000
 SBPS_REFERENCE = os.path.join(ROOT, "tests", "data", "logreg_nuts_n1000_d20_ill.json")
 
 
-def sbps_errors(k: float, key: int) -> tuple[float, float, float]:
+def sbps_errors(k: float, key: int, reference: dict) -> tuple[float, float, float]:
     """(max |Δmean| / sd, max |sd ratio − 1|, bound violations per proposal) of one SBPS run
     at band width ``k`` on the paper's logistic regression (§7.1: d = 20, N = 1000, n = 100,
-    plain minibatches), against a long NumPyro NUTS run."""
-    import json
-
-    with open(SBPS_REFERENCE) as handle:
-        reference = json.load(handle)
+    plain minibatches), against ``reference``, a long NumPyro NUTS run (``SBPS_REFERENCE``)."""
     (X, y), _ = logistic_regression.load_data(**reference["spec"]["data"])
     kernel = SBPS(
         logistic_regression.model, k=k, subsample_size=100, control_variate=False, self_check=False
@@ -507,7 +503,11 @@ def figure_sbps_k(out: str) -> str:
     """SBPS's worst mean and sd errors and its bound-violation rate against k (eq. 9's band
     width in predictive sds): a violation lets the particle run past the true event rate,
     which is SBPS's bias (§4.1)."""
-    rows = np.asarray([sbps_errors(k, key=20 + i) for i, k in enumerate(SBPS_KS)])
+    import json
+
+    with open(SBPS_REFERENCE) as handle:
+        reference = json.load(handle)
+    rows = np.asarray([sbps_errors(k, 20 + i, reference) for i, k in enumerate(SBPS_KS)])
     for k, (mean_error, sd_error, violations) in zip(SBPS_KS, rows, strict=True):
         print(
             f"  SBPS k = {k:g}: max |Δmean| {mean_error:.3f} sd, max |sd − 1| "
