@@ -58,7 +58,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import jax
+os.environ.setdefault("JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS", "1")
+
+import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
