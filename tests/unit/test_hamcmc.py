@@ -11,7 +11,7 @@ import pytest
 from numpyro.infer import MCMC
 
 from models import linear_gaussian
-from pplsamplers.estimator import Whitening, build_estimator
+from pplsamplers.estimator import Whitening, build_estimator, with_clipped_gradient
 from pplsamplers.infer import HAMCMC, SGRLD
 from pplsamplers.kernels.sgmcmc import hamcmc, lbfgs, sgrld
 from pplsamplers.kernels.sgmcmc.hamcmc import HAMCMCOptions
@@ -264,27 +264,39 @@ def test_nonpositive_curvature_pairs_are_skipped_and_counted():
     assert int(state.num_skipped_pairs) == 0 and int(skipped.sum()) == 0
 
 
-def test_misaligned_pairs_are_skipped_and_the_guard_measures_from_the_moved_point():
-    """A pair whose y is more than 60° from s is skipped (``MIN_PAIR_COSINE``) even where the
-    curvature is positive, and ``moved_point`` is θ_{t−M}, the state the next step moves
-    (the adapter's divergence guard measures a step's length from it)."""
-    scales = jnp.array([1.0, 400.0])  # U = ½ Σ a_i x_i²: y = A s is far from s's direction
+def test_misaligned_pairs_are_skipped_only_under_the_clip_and_the_guard_measures_from_the_moved_point():
+    """On an ill-conditioned quadratic y = A s points far from s; with exact gradients every
+    such pair is kept (it is a secant: these are the pairs HAMCMC learns from), and under a
+    gradient clip the pairs whose y is more than 60° from s are skipped
+    (``lbfgs.MIN_PAIR_COSINE``) even where sᵀy > 0.  ``moved_point`` is θ_{t−M}, the state
+    the next step moves (the adapter's divergence guard measures a step's length from it)."""
+    scales = jnp.array([1.0, 400.0])  # U = ½ Σ a_i x_i²
     terms = lambda x, idx: (0.5 * jnp.sum(scales * x**2), jnp.zeros(idx.shape[0]))
     potential = build_estimator(terms, dim=2, N=1, n=1)
 
-    @jax.jit
-    def run():
-        step, start = make_step(potential, 1e-3, 2, damping=0.0, initial_scale=1.0)
+    def run(estimator):
+        step, start = make_step(estimator, 1e-3, 2, damping=0.0, initial_scale=1.0)
 
         def body(state, key):
             state, info = step(key, state)
-            return state, (info.skipped_pairs, info.curvature)
+            cosine = info.curvature / (
+                jnp.linalg.norm(state.s_memory[0]) * jnp.linalg.norm(state.y_memory[0])
+            )
+            return state, (info.skipped_pairs, info.curvature, cosine)
 
-        return jax.lax.scan(body, start(jnp.ones(2)), jax.random.split(jax.random.key(0), 200))
+        keys = jax.random.split(jax.random.key(0), 200)
+        return jax.jit(lambda: jax.lax.scan(body, start(jnp.ones(2)), keys))()
 
-    state, (skipped, curvature) = run()
-    assert bool(jnp.all(curvature[4:] > 0))  # convex: the old sᵀy > 0 test kept every pair
-    assert 0 < int(skipped.sum()) == int(state.num_skipped_pairs)
+    state, (skipped, curvature, cosine) = run(potential)
+    assert bool(jnp.all(curvature[4:] > 0))
+    assert float(jnp.min(cosine[4:])) < lbfgs.MIN_PAIR_COSINE  # misaligned secants exist
+    assert int(skipped.sum()) == int(state.num_skipped_pairs) == 0  # and are all kept
+
+    state, (skipped, curvature, cosine) = run(with_clipped_gradient(potential, 1.0))
+    misaligned = (curvature > 0) & (cosine < lbfgs.MIN_PAIR_COSINE)
+    assert int(misaligned[4:].sum()) > 0
+    np.testing.assert_array_equal(skipped[4:] == 1, (curvature[4:] <= 0) | misaligned[4:])
+    assert int(skipped.sum()) == int(state.num_skipped_pairs)
 
     M = 3
     step, start = make_step(logistic_potential(), 0.3, M)

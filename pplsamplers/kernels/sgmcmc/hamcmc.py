@@ -14,8 +14,8 @@ minibatch gradients, ``data_evals = 2n``; with the full data the pair's gradient
 the one the sub-chain's next step needs at its θ_{t−M}, so the state keeps the gradients of
 the M states it holds and a step costs one data pass, ``data_evals = n``.  ``λ`` is the
 trust-region shift (L-BFGS then approximates ``(∇²U + λI)⁻¹``); pairs with ``sᵀy ≤ 0`` are
-skipped and counted, and so are pairs whose y points more than 60° away from s
-(``MIN_PAIR_COSINE``, a cautious update beyond the paper).  ``H_t g`` uses the two-loop
+skipped and counted, and so are pairs made from a clipped gradient whose y points more than
+60° away from s (:data:`~pplsamplers.kernels.sgmcmc.lbfgs.MIN_PAIR_COSINE`, a cautious update beyond the paper).  ``H_t g`` uses the two-loop
 recursion (O(MD)) and ``S_t z`` the product form of eq. (11) (O(M²D), with the erratum fixed,
 see :mod:`~pplsamplers.kernels.sgmcmc.lbfgs`); no D×D matrix is formed: memory is O(MD).
 
@@ -59,8 +59,8 @@ class HAMCMCState(NamedTuple):
     s_memory, y_memory
         Ring buffers ``(M−1, D)`` of the pairs; pair τ lives in slot ``τ mod (M−1)``.
     pair_valid
-        ``(M−1,)``: the pair is filled and passed the curvature test (``sᵀy > 0`` and
-        ``MIN_PAIR_COSINE``).
+        ``(M−1,)``: the pair is filled and passed the curvature test (``sᵀy > 0``, and
+        ``MIN_PAIR_COSINE`` where a gradient was clipped).
     pair_time
         ``(M−1,)`` int: the τ of each stored pair (−1 while empty).
     iteration
@@ -169,17 +169,6 @@ def chronological(buffer: Array, t: Array) -> Array:
     return jnp.take(buffer, (t + jnp.arange(num)) % num, axis=0)
 
 
-MIN_PAIR_COSINE = 0.5
-"""A pair is kept only if cos∠(s, y) ≥ 0.5.  The inverse-BFGS update from one pair,
-H = (I − ρ s yᵀ) H⁰ (I − ρ y sᵀ) + ρ s sᵀ with ρ = 1/sᵀy, stretches H⁰ by up to
-(1 + 1/cos∠(s, y))² in its first term; the second adds |s|²/sᵀy, which the angle does not
-bound (the damping λ does where the curvature along s is not negative: y = Δg + λs).  For a
-quadratic U in whitened coordinates y = (∇²U + λI)s points along s, but on a steep, curved
-tail a misaligned pair stretches H so far that every later step of its sub-chain is too long
-and rejected, and the sub-chain freezes.  With cos ≥ 0.5 the first term's stretch is at most
-9-fold."""
-
-
 def moved_point(state: HAMCMCState) -> Array:
     """θ_{t−M}, the point the next step moves (eq. 10), not the last state θ_{t−1}: the M
     interleaved sub-chains may be far apart, so a step's length is measured from here (the
@@ -256,15 +245,16 @@ def build_kernel(
         theta = theta_back - drift + diffusion
 
         # memory pair on the same minibatch Ω_t (Alg. 1 line 8); trust-region shift y += λ s.
-        # Under the adapter's gradient clip y may be no secant of U (far in a steep tail
-        # only); MIN_PAIR_COSINE drops the misaligned pairs.
         grad_new = estimator.grad(theta, idx)
         s_new = theta - theta_back
         y_new = grad_new - grad_back + params.damping * s_new
         s_y = jnp.dot(s_new, y_new)
         formed = t >= M  # θ_{t−M} is θ_0 or a later state, not a placeholder
-        alignment = MIN_PAIR_COSINE * jnp.linalg.norm(s_new) * jnp.linalg.norm(y_new)
-        curvature_ok = jnp.isfinite(s_y) & (s_y > 0) & (s_y >= alignment)
+        curvature_ok = (
+            jnp.isfinite(s_y)
+            & (s_y > 0)
+            & lbfgs.secant_trusted(s_new, y_new, grad_back, grad_new, estimator.max_grad_norm)
+        )
         skipped = formed & ~curvature_ok
 
         pair_slot = t % (M - 1)
@@ -383,7 +373,6 @@ Options, Info = HAMCMCOptions, HAMCMCInfo  # the options (NumPyro class) and dia
 __all__ = [
     "Info",
     "Options",
-    "MIN_PAIR_COSINE",
     "HAMCMCInfo",
     "HAMCMCOptions",
     "HAMCMCParams",

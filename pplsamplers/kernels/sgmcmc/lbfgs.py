@@ -7,6 +7,8 @@ initial approximation is ``H⁰ = γ I`` (Şimşekli et al. 2016, eq. 6).
 
 * :func:`inverse_hessian_product` is the two-loop recursion (Nocedal & Wright 2006, Alg. 7.4):
   O(KD) time, and it equals the dense ``H`` of the BFGS recursion eq. (6) times ``g``.
+* :func:`secant_trusted` decides whether a new pair may enter the memory where a gradient
+  was clipped (``MIN_PAIR_COSINE``).
 * :func:`sqrt_factors` and :func:`sqrt_product` implement the product-form square root of
   eq. (11) (Brodie et al. 1973; Zhang & Sutton 2011): ``H = S Sᵀ`` with
   ``S = (I − p_K q_Kᵀ) ··· (I − p_1 q_1ᵀ) √γ``.  Building the factors costs O(K²D) because
@@ -143,10 +145,37 @@ def sqrt_product(factors: SqrtFactors, initial_scale: Array | float, z: Array) -
     return x
 
 
+MIN_PAIR_COSINE = 0.5
+"""A pair made from a clipped gradient is kept only if cos∠(s, y) ≥ 0.5.
+
+Without a clip, y = Δ∇Ũ + λs is a secant of the minibatch potential and the inverse-BFGS
+update H = (I − ρ s yᵀ) H⁰ (I − ρ y sᵀ) + ρ s sᵀ (ρ = 1/sᵀy) learns the curvature
+however far y points from s: on an ill-conditioned Gaussian that angle is large, and these
+are the pairs HAMCMC exists for.  Where the estimator's gradient clip (``max_grad_norm``)
+shortened either gradient, far in a steep tail, y is no secant of U; the first term then
+stretches H⁰ by up to (1 + 1/cos∠(s, y))², every later step of that sub-chain is too long,
+and the sub-chain freezes.  With cos ≥ 0.5 the stretch is at most 9-fold."""
+
+
+def secant_trusted(
+    s: Array, y: Array, grad_back: Array, grad_new: Array, max_grad_norm: float
+) -> Array:
+    """Whether the pair (s, y) may enter the memory beyond ``sᵀy > 0``: always if neither
+    gradient was clipped (y is then a secant), else only if cos∠(s, y) ≥ ``MIN_PAIR_COSINE``."""
+    if max_grad_norm == float("inf"):  # static: no clip, every gradient is exact
+        return jnp.asarray(True)
+    longest = jnp.maximum(jnp.linalg.norm(grad_back), jnp.linalg.norm(grad_new))
+    clipped = longest >= max_grad_norm * (1 - 1e-3)
+    aligned = jnp.dot(s, y) >= MIN_PAIR_COSINE * jnp.linalg.norm(s) * jnp.linalg.norm(y)
+    return ~clipped | aligned
+
+
 __all__ = [
+    "MIN_PAIR_COSINE",
     "SqrtFactors",
     "curvature",
     "inverse_hessian_product",
+    "secant_trusted",
     "sqrt_factors",
     "sqrt_product",
 ]
