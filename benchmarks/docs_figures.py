@@ -1,10 +1,12 @@
 """The figures of the sampler pages, from tiny runs of the package's own kernels.
 
-Writes four PNG files into ``docs/_static/figures/`` (or ``--out``):
+Writes six PNG files into ``docs/_static/figures/`` (or ``--out``):
 
 * ``pdmp_trajectories.png``: the continuous paths of BPS (straight lines with bounces) and the
   Boomerang (elliptical arcs; default diagonal reference, and ``curvature="full_hessian"``) on
   a correlated 2-d Gaussian posterior, over its contours;
+* ``langevin_paths.png``: the step-size family's discrete paths (SGLD, SGBD, HAMCMC at their
+  defaults, one step per draw, minibatches of 5 of the 20 data) on the same posterior;
 * ``thinning.png``: Poisson thinning as the BPS and Boomerang runs continue: the event rate
   λ(t), the adaptive envelope the kernels propose from, and the proposed and accepted times;
 * ``traces.png``: ArviZ trace plots of a PDMP (Boomerang) and a step-size kernel (SGLD) on a
@@ -53,7 +55,7 @@ import xarray as xr  # noqa: E402
 from numpyro.infer import MCMC  # noqa: E402
 
 from models import linear_gaussian  # noqa: E402
-from pplsamplers import BPS, SBPS, SGLD, Boomerang, to_arviz  # noqa: E402
+from pplsamplers import BPS, HAMCMC, SBPS, SGBD, SGLD, Boomerang, to_arviz  # noqa: E402
 from pplsamplers.datasets import logistic_regression  # noqa: E402
 from pplsamplers.kernels.pdmp import boomerang, bps  # noqa: E402
 from pplsamplers.kernels.pdmp.interpolation import (  # noqa: E402
@@ -65,7 +67,14 @@ from pplsamplers.kernels.pdmp.interpolation import (  # noqa: E402
 OUT = os.path.join(ROOT, "docs", "_static", "figures")
 FIGSIZE = (8.0, 3.5)
 DPI = 110
-FIGURES = ("pdmp_trajectories", "thinning", "traces", "bias_vs_step", "sbps_bias_vs_k")
+FIGURES = (
+    "pdmp_trajectories",
+    "langevin_paths",
+    "thinning",
+    "traces",
+    "bias_vs_step",
+    "sbps_bias_vs_k",
+)
 
 # the correlated 2-d Gaussian of the PDMP figures: N = 20 data, covariates with correlation 0.95
 GAUSSIAN = dict(N=20, D=2, correlation=0.95, seed=1)
@@ -176,6 +185,39 @@ def figure_trajectories(out: str) -> str:
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     return save(fig, out, "pdmp_trajectories")
+
+
+# ----------------------------------------------------------------------------- figure 1b
+LANGEVIN_STEPS = 150  # draws shown, one kernel step each
+
+
+def figure_langevin_paths(out: str) -> str:
+    """SGLD's, SGBD's and HAMCMC's first steps on the PDMP figures' posterior.
+
+    The kernels run at their defaults (whitened coordinates of the shared warmup, automatic
+    step) with ``steps_per_sample=1``, so consecutive draws are consecutive steps: each is a
+    jump, not a continuous path, and the noisy minibatch gradient shows in its length.
+    """
+    args, kwargs, mean, cov = gaussian_target()
+    fig, axes = plt.subplots(1, 3, figsize=FIGSIZE, sharex=True, sharey=True)
+    for ax, cls in zip(axes, (SGLD, SGBD, HAMCMC), strict=True):
+        kernel = cls(linear_gaussian.model, subsample_size=5, steps_per_sample=1, self_check=False)
+        mcmc = MCMC(kernel, num_warmup=100, num_samples=LANGEVIN_STEPS, progress_bar=False)
+        mcmc.run(jax.random.key(0), *args, **kwargs)
+        theta = np.asarray(mcmc.get_samples()["theta"])
+        gaussian_contours(ax, mean, cov)
+        ax.plot(theta[:, 0], theta[:, 1], "-o", color="C0", lw=0.6, ms=2, label="steps")
+        ax.plot(*theta[0], "k>", ms=5, label="start")
+        ax.set_title(f"{cls.__name__}, defaults, n = 5 of 20", fontsize=9)
+        ax.set_xlabel(r"$\theta_0$")
+        step = np.linalg.norm(np.diff(theta, axis=0), axis=1)
+        print(f"  {cls.__name__}: median step {np.median(step):.3g} (posterior sds "
+              f"{np.sqrt(np.diag(cov)).round(3).tolist()})")  # fmt: skip
+    axes[0].set_ylabel(r"$\theta_1$")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    return save(fig, out, "langevin_paths")
 
 
 # ----------------------------------------------------------------------------- figure 2
@@ -532,6 +574,7 @@ def figure_sbps_k(out: str) -> str:
 # ----------------------------------------------------------------------------- main
 MAKERS = {
     "pdmp_trajectories": figure_trajectories,
+    "langevin_paths": figure_langevin_paths,
     "thinning": figure_thinning,
     "traces": figure_traces,
     "bias_vs_step": figure_bias,
