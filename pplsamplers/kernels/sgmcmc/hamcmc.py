@@ -15,9 +15,10 @@ the one the sub-chain's next step needs at its θ_{t−M}, so the state keeps th
 the M states it holds and a step costs one data pass, ``data_evals = n``.  ``λ`` is the
 trust-region shift (L-BFGS then approximates ``(∇²U + λI)⁻¹``); pairs with ``sᵀy ≤ 0`` are
 skipped and counted, and so are pairs made from a clipped gradient whose y points more than
-60° away from s (:data:`~pplsamplers.kernels.sgmcmc.lbfgs.MIN_PAIR_COSINE`, a cautious update beyond the paper).  ``H_t g`` uses the two-loop
-recursion (O(MD)) and ``S_t z`` the product form of eq. (11) (O(M²D), with the erratum fixed,
-see :mod:`~pplsamplers.kernels.sgmcmc.lbfgs`); no D×D matrix is formed: memory is O(MD).
+60° away from s (:data:`~pplsamplers.kernels.sgmcmc.lbfgs.MIN_PAIR_COSINE`, a cautious
+update beyond the paper).  ``H_t g`` uses the two-loop recursion (O(MD)) and ``S_t z`` the
+product form of eq. (11) (O(M²D), with the erratum fixed, see
+:mod:`~pplsamplers.kernels.sgmcmc.lbfgs`); no D×D matrix is formed: memory is O(MD).
 
 Start (Alg. 1 takes θ_0, …, θ_{2M} as input): the first 2M states are SGLD steps
 θ_t = θ_{t−M} − ε' ∇Ũ(θ_{t−M}) + √(2ε') ξ, M interleaved SGLD chains of two steps from θ_0
