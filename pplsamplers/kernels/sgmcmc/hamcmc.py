@@ -254,7 +254,7 @@ def build_kernel(
         curvature_ok = (
             jnp.isfinite(s_y)
             & (s_y > 0)
-            & lbfgs.secant_trusted(s_new, y_new, grad_back, grad_new, estimator.max_grad_norm)
+            & lbfgs.secant_trusted(s_new, y_new, s_y, grad_back, grad_new, estimator.max_grad_norm)
         )
         skipped = formed & ~curvature_ok
 

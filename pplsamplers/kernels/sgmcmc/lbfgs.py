@@ -158,15 +158,16 @@ and the sub-chain freezes.  With cos ≥ 0.5 the stretch is at most 9-fold."""
 
 
 def secant_trusted(
-    s: Array, y: Array, grad_back: Array, grad_new: Array, max_grad_norm: float
+    s: Array, y: Array, s_y: Array, grad_back: Array, grad_new: Array, max_grad_norm: float
 ) -> Array:
-    """Whether the pair (s, y) may enter the memory beyond ``sᵀy > 0``: always if neither
-    gradient was clipped (y is then a secant), else only if cos∠(s, y) ≥ ``MIN_PAIR_COSINE``."""
+    """Whether the pair (s, y), with ``s_y = sᵀy`` as the caller computed it, may enter the
+    memory beyond ``sᵀy > 0``: always if neither gradient was clipped (y is then a secant),
+    else only if cos∠(s, y) ≥ ``MIN_PAIR_COSINE``."""
     if max_grad_norm == float("inf"):  # static: no clip, every gradient is exact
         return jnp.asarray(True)
     longest = jnp.maximum(jnp.linalg.norm(grad_back), jnp.linalg.norm(grad_new))
     clipped = longest >= max_grad_norm * (1 - 1e-3)
-    aligned = jnp.dot(s, y) >= MIN_PAIR_COSINE * jnp.linalg.norm(s) * jnp.linalg.norm(y)
+    aligned = s_y >= MIN_PAIR_COSINE * jnp.linalg.norm(s) * jnp.linalg.norm(y)
     return ~clipped | aligned
 
 
