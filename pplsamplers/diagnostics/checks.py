@@ -107,7 +107,7 @@ class SelfCheck:
     nonfinite_draws: int
     counts: dict[str, int]
     stein_whitening: str
-    """"dense", "diag", or "skipped: <reason>"."""
+    """"dense", "diag", "structured" (the set-up's Gaussian) or "skipped: <reason>"."""
     stein_nonfinite: int
     stein: SteinErrors
     """The Stein check's mean and scale errors per coordinate and averaged over them, with
@@ -201,6 +201,7 @@ def self_check(
     relabel: Callable[[np.ndarray], np.ndarray] | None = None,
     values: Array | None = None,
     value_noise: Array | None = None,
+    metric: Any = None,
 ) -> SelfCheck:
     """Check a finished run: convergence, frozen/diverged chains, full-data Stein identities.
 
@@ -230,6 +231,10 @@ def self_check(
     counted_draws : the draws per chain ``counts`` were counted over (``None``: the draws given).
     reference : the set-up's Gaussian x = c + L z for the drift check
         (:mod:`~pplsamplers.diagnostics.drift`); ``None``: not checked.
+    metric : the set-up's Gaussian x = c + L z (checked or not), whose L shapes the Stein mean
+        term where the draws' covariance is not used dense
+        (:func:`~pplsamplers.diagnostics.stein_identities.metric_scores`); ``None``: a
+        diagonal S.
     relabel : for a mixture whose components are not ordered, maps draws to draws with the
         components ordered (:class:`~pplsamplers.diagnostics.labelling.Labelling`), on which
         R-hat and ESS are judged.
@@ -277,12 +282,14 @@ def self_check(
     stein, how, stein_bad = None, "skipped: no finite, non-diverged chain", 0
     if scores is not None and any_usable:
         given = np.asarray(scores, dtype=float).reshape(draws.shape)[usable]
-        stein, how, stein_bad = stein_errors(kept, None, 0, None, whiten, given)
+        stein, how, stein_bad = stein_errors(kept, None, 0, None, whiten, given, metric)
     elif potential is None:
         how = "skipped: no full-data potential for this model"
     elif any_usable:
         thin_to = default_thin_to(potential.N) if thin_to is None else thin_to
-        stein, how, stein_bad = stein_errors(kept, potential, thin_to, rng_key, whiten)
+        stein, how, stein_bad = stein_errors(
+            kept, potential, thin_to, rng_key, whiten, metric=metric
+        )
     if stein is None:
         stein = SteinErrors.missing(dim)
     mean_err, ratio = stein.mean_err, stein.sd_ratio

@@ -51,6 +51,12 @@ def reference_gaussian(setup: Any) -> Any:
     return getattr(setup, "checked_gaussian", None)
 
 
+def setup_metric(setup: Any) -> Any:
+    """The set-up's Gaussian x = c + L z whatever its importance check said (the kernels'
+    whitening), for the Stein check's mean term; ``None`` where the set-up did not whiten."""
+    return setup.whitening if getattr(setup, "whitened", False) else None
+
+
 def drift_failure(
     draws: np.ndarray, reference: Any, names: tuple[str, ...] | None = None
 ) -> tuple[str, str, str] | None:

@@ -274,6 +274,28 @@ def test_dense_whitening_sharpens_the_check_on_a_correlated_posterior():
     assert "stein_mean" in shifted.failures  # still caught (diag over-reads correlated shifts)
 
 
+def test_the_setups_gaussian_gives_the_diagonal_check_the_posteriors_correlations():
+    """Where S cannot be the draws' dense covariance (D > 1000, or fewer than 2D draws), the
+    set-up's Gaussian x = c + L z shapes the mean term, S = L diag(v) Lᵀ: a shift along the
+    correlated posterior then reads as its size in sds, with a smaller Monte Carlo error than
+    a diagonal S gives, and exact draws still pass."""
+    from pplsamplers.estimator import Whitening
+
+    metric = Whitening(jnp.asarray(MU), jnp.linalg.cholesky(jnp.asarray(SIGMA)))
+    shift = 0.5 * np.linalg.cholesky(SIGMA)[:, 0]  # 0.5 sd of x[0], along the correlations
+    reads = {}
+    for name, given in (("diag", None), ("structured", metric)):
+        exact = self_check(EXACT, GAUSS, thin_to=200, whiten="diag", metric=given)
+        assert exact.passed and exact.stein_whitening == name
+        moved = self_check(EXACT + shift, GAUSS, thin_to=200, whiten="diag", metric=given)
+        reads[name] = (moved.stein.mean_err, moved.stein.mean_mcse, exact.stein.mean_mcse)
+    expected = shift / SD
+    mean, _, mcse = reads["structured"]
+    assert np.max(np.abs(mean - expected)) < 0.1
+    assert np.max(mcse) < np.max(reads["diag"][2])
+    assert np.max(np.abs(reads["diag"][0] - expected)) > 0.3  # diagonal S: the wrong scale
+
+
 def _funnel(dim: int):
     def terms(x, idx):  # v ~ N(0, 1), x_i | v ~ N(0, e^v): a funnel, heavy-tailed in x
         v, rest = x[0], x[1:]
