@@ -37,7 +37,7 @@ widen every band and cost ESS, while with exact gradients the misfit alone sets 
 On U = Σ x⁴/4 with exact gradients it keeps the bound violations rare (well under 1 % of
 proposals at k = 3, where the band without it missed many bounces), but not absent: the
 violations that remain still bias E[x²] upward by several percent, and the self-check's
-Stein test is the guard (``tests/statistical/test_sbps.py``; ``docs/samplers/sbps.md``).
+Stein test is the guard (``tests/statistical/test_sbps.py``; ``docs/samplers/sbps_notes.md``).
 Where G is linear, m ≤ 0 and nothing changes.
 """
 
