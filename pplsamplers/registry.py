@@ -167,6 +167,13 @@ def _variant_class(name: str, label: str, summary: str) -> Callable[..., MCMCKer
         + "here overrides the variant's own, and ``None`` is kept (``precondition=None``: no "
         + "whitening)."
         + f"\n\nReturns\n-------\n{family}\n    The sampler, ready for ``numpyro.infer.MCMC``."
+        + "\n\nExamples\n--------\n>>> import numpyro, numpyro.distributions as dist"
+        + "\n>>> def model(y=None):"
+        + '\n...     mu = numpyro.sample("mu", dist.Normal(0.0, 10.0))'
+        + '\n...     with numpyro.plate("data", 100):'
+        + '\n...         numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)'
+        + f"\n>>> kernel = {label}(model)  # then MCMC(kernel, ...).run(key, y)"
+        + f"\n>>> type(kernel).__name__\n'{family}'"
     )
     return build
 
