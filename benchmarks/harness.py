@@ -31,6 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
+
 os.environ.setdefault("JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS", "1")
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -285,6 +287,66 @@ def print_table(config: str, rows: list[dict], nuts: dict, markdown: bool = Fals
             print(f"  {row['sampler']}: {message[:160]}")
 
 
+def page_tables(page: Path) -> dict[str, list[list[str]]]:
+    """The result rows of every table on a benchmark page (``--markdown`` output pasted into
+    it), by the ``##`` section that holds them; NUTS's row once per section."""
+    sections: dict[str, list[list[str]]] = {}
+    title = ""
+    for line in page.read_text().splitlines():
+        if line.startswith("## "):
+            title = line[3:].strip()
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and len(cells) == len(COLUMNS) and cells[0] != COLUMNS[0]:
+            rows = sections.setdefault(title, [])
+            if not (cells[0].startswith("nuts") and any(r[0] == cells[0] for r in rows)):
+                rows.append(cells)
+    return sections
+
+
+def plot_page(page: Path, figure: Path) -> None:
+    """End-to-end ESS/s over NUTS's of every row on ``page``, one panel per section: green
+    within the tolerances, red a miss, hatched where the run's self-check warned."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sections = {
+        title: [r for r in rows if not r[0].startswith("nuts")]
+        for title, rows in page_tables(page).items()
+    }
+    heights = [len(rows) + 1.5 for rows in sections.values()]
+    fig, axes = plt.subplots(
+        len(sections), 1, sharex=True, figsize=(7, 0.6 + 0.25 * sum(heights)),
+        gridspec_kw={"height_ratios": heights},
+    )  # fmt: skip
+    axes = list(np.atleast_1d(axes))
+    for ax, (title, rows) in zip(axes, sections.items(), strict=True):
+        ratio = np.array([float(r[COLUMNS.index("×NUTS")]) for r in rows])
+        ok = [r[COLUMNS.index("ok")] == "ok" for r in rows]
+        warned = [r[COLUMNS.index("warn")] == "warn" for r in rows]
+        y = np.arange(len(rows))
+        colours = ["tab:green" if o else "tab:red" for o in ok]
+        bars = ax.barh(y, ratio - 1.0, left=1.0, color=colours, height=0.7)
+        for bar, warn in zip(bars, warned, strict=True):
+            bar.set_hatch("///" if warn else "")
+        for yi, r in zip(y, ratio, strict=True):
+            ax.text(r, yi, f" {r:g}×", va="center", ha="left" if r >= 1 else "right", fontsize=7)
+        ax.axvline(1.0, color="k", lw=1)
+        ax.set_xscale("log")
+        ax.set_yticks(y, [r[0] for r in rows], fontsize=8)
+        ax.invert_yaxis()
+        ax.set_title(title, fontsize=9, loc="left")
+    axes[0].set_xlim(0.03, 1000)
+    axes[-1].set_xlabel("end-to-end min-ESS/s over NUTS's (log scale; 1 = NUTS)")
+    fig.suptitle(
+        "green: within tolerance, red: a miss, hatched: the run's self-check warned", fontsize=8
+    )
+    fig.tight_layout()
+    fig.savefig(figure, dpi=110)
+    print(f"{figure} ({len(sections)} panels)")
+
+
 def main(suite: Suite, description: str) -> None:
     """Parse the command line and run the suite (module docstring)."""
     parser = argparse.ArgumentParser(description=description)
@@ -305,8 +367,15 @@ def main(suite: Suite, description: str) -> None:
     parser.add_argument("--cache", type=Path, default=ROOT / "benchmarks" / suite.cache)
     parser.add_argument("--out", type=Path, default=None, help="write every row as JSON")
     parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
+    parser.add_argument(
+        "--plot-page", nargs=2, type=Path, metavar=("PAGE", "PNG"),
+        help="draw the Markdown tables of a benchmark page as a figure, and stop",
+    )  # fmt: skip
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.plot_page:
+        plot_page(*args.plot_page)
+        return
     if args.worker:
         print("RESULT " + json.dumps(worker(suite, json.loads(args.worker))))
         return
