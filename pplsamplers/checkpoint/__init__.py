@@ -95,12 +95,12 @@ def save_checkpoint(
 
     Parameters
     ----------
-    mcmc
+    mcmc : numpyro.infer.MCMC
         A ``numpyro.infer.MCMC`` that has run (any kernel whose state is made of arrays,
         NamedTuples, tuples, dicts: every pplsamplers kernel and NUTS).
-    directory
+    directory : str or os.PathLike
         The checkpoint directory (created if needed).  One writer at a time.
-    metadata
+    metadata : dict or None, default None
         JSON-serialisable facts to keep with it (the CLI stores its flags and a data hash);
         ``None`` keeps those already saved.
 
@@ -188,10 +188,10 @@ def load_checkpoint(mcmc: Any, directory: str | os.PathLike) -> dict:
 
     Parameters
     ----------
-    mcmc
+    mcmc : numpyro.infer.MCMC
         An ``MCMC`` built like the saved one (same kernel and options, ``num_warmup``,
         ``num_chains`` and ``thinning``); its ``num_samples`` is the length of the next run.
-    directory
+    directory : str or os.PathLike
         A directory written by :func:`save_checkpoint`.
 
     Returns
@@ -252,9 +252,9 @@ def attach_draws(mcmc: Any, draws: dict) -> Any:
 
     Parameters
     ----------
-    mcmc
+    mcmc : numpyro.infer.MCMC
         The ``MCMC`` the draws were loaded into (its ``thinning`` sets ``num_samples``).
-    draws
+    draws : dict
         The draws :func:`load_checkpoint` returned (an empty dict raises :class:`CheckpointError`).
 
     Returns
@@ -296,23 +296,23 @@ def run_checkpointed(
 
     Parameters
     ----------
-    mcmc
+    mcmc : numpyro.infer.MCMC
         An ``MCMC`` (any ``num_samples``: it is set per segment).
-    rng_key
+    rng_key : jax.Array
         The run's key (used for warmup; a resumed run takes its keys from the saved state).
-    *args, **kwargs
+    *args, **kwargs : Any
         The model's arguments.
-    directory, every, num_samples
+    directory, every, num_samples : str or os.PathLike; int; int
         Checkpoint directory, draws per segment and draws per chain in all (after thinning).
-    resume
+    resume : bool, default False
         Continue the checkpoint in ``directory``; without it a non-empty one is an error.
-    metadata
+    metadata : dict or None, default None
         Facts the run must share with the checkpoint it resumes (the CLI's flags), besides
         the model's arguments (a hash of them is added as ``"data"``); a difference is an
         error naming the first differing key.
-    extra_fields, print_fn
+    extra_fields, print_fn : tuple; callable, defaults () and print
         NumPyro's ``extra_fields``; where progress lines go.
-    on_checkpoint
+    on_checkpoint : callable or None, default None
         Called with the draws per chain saved after each checkpoint; an exception it raises
         stops the run there (the CLI stops this way on SIGTERM).
 

@@ -29,7 +29,7 @@ class CheckpointError(RuntimeError):
 
     Parameters
     ----------
-    *args
+    *args : str
         The message (one string): what is wrong and, where there is one, what to do about it.
     """
 

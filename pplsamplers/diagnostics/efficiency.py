@@ -24,11 +24,11 @@ def min_ess(idata: Any, method: str = "bulk", var_names: list[str] | None = None
 
     Parameters
     ----------
-    idata
+    idata : DataTree or dict
         The draws, as above.
-    method
+    method : str, default "bulk"
         ``az.ess``'s method, such as ``"bulk"`` or ``"tail"``.
-    var_names
+    var_names : list of str or None, default None
         The variables to include (``None``: all).
 
     Returns
@@ -64,12 +64,12 @@ def ess_per_epoch(idata: Any, num_data: int, thinning: int = 1) -> float:
 
     Parameters
     ----------
-    idata
+    idata : DataTree
         An ArviZ DataTree of the run, whose ``sample_stats`` hold ``data_evals`` (pplsamplers
         kernels) or ``n_steps`` (NUTS run with ``extra_fields=("num_steps",)``).
-    num_data
+    num_data : int
         N, the number of data: one epoch is N datum evaluations.
-    thinning
+    thinning : int, default 1
         The run's thinning: each kept draw stands for ``thinning`` iterations' evaluations.
 
     Returns
@@ -100,9 +100,9 @@ def accuracy(
 
     Parameters
     ----------
-    draws
+    draws : Mapping of str to numpy.ndarray, or numpy.ndarray
         The draws, as above.
-    reference
+    reference : Mapping of str to Mapping, or tuple of numpy.ndarray
         ``{site: {"mean": array, "sd": array}}`` per site of ``draws``, or a ``(mean, sd)``
         pair of ``(D,)`` arrays for flat draws.
 

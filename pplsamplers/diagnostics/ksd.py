@@ -53,13 +53,13 @@ def kernel_stein_discrepancy(
 
     Parameters
     ----------
-    samples, scores
+    samples, scores : jax.Array
         Draws and the exact (full-data) score at each draw.
-    c, beta
+    c, beta : float, defaults 1.0 and -0.5
         IMQ parameters, k = (c² + ‖r‖²/ℓ²)^β with β ∈ (−1, 0).
-    lengthscale
+    lengthscale : float, jax.Array or None, default None
         ℓ; by default the median pairwise distance of the draws (the median heuristic).
-    chunk_size
+    chunk_size : int or None, default 256
         Rows per block (O(chunk·m) memory); ``None`` builds the full m×m matrix.
 
     Returns
@@ -140,13 +140,13 @@ def stein_u_statistic(
 
     Parameters
     ----------
-    samples, scores
+    samples, scores : jax.Array
         Draws, shape ``(m, D)`` with m ≥ 3, and the exact (full-data) score ∇log p at each.
-    lengthscale
+    lengthscale : float or jax.Array
         ℓ of the IMQ kernel, the same for every sample compared.
-    c, beta
+    c, beta : float, defaults 1.0 and -0.5
         IMQ parameters, k = (c² + ‖r‖²/ℓ²)^β with β ∈ (−1, 0).
-    chunk_size
+    chunk_size : int, default 256
         Rows per block (O(chunk·m) memory).
 
     Returns
@@ -204,9 +204,9 @@ def full_data_scores(estimator: Estimator, positions: Array) -> Array:
 
     Parameters
     ----------
-    estimator
+    estimator : Estimator
         The estimator whose full-data gradient is −∇log p.
-    positions
+    positions : jax.Array
         Points, shape ``(m, D)``, in the estimator's coordinates.
 
     Returns

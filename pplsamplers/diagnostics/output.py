@@ -44,11 +44,11 @@ def check_run(mcmc: Any, *, warn_user: bool = True, thin_to: int | None = None) 
 
     Parameters
     ----------
-    mcmc
+    mcmc : numpyro.infer.MCMC
         A ``numpyro.infer.MCMC`` that has run.
-    warn_user
+    warn_user : bool, default True
         Warn when the check fails.
-    thin_to
+    thin_to : int or None, default None
         Draws for the Stein check (one full-data pass each), spread over the chains; ``None``:
         :func:`~pplsamplers.diagnostics.checks.default_thin_to` of N (of the arguments' rows
         where the model has no data plate and its whole likelihood is one pass).
@@ -131,11 +131,11 @@ def to_arviz(mcmc: Any, *, check: bool = True, **kwargs: Any) -> Any:
 
     Parameters
     ----------
-    mcmc
+    mcmc : numpyro.infer.MCMC
         A ``numpyro.infer.MCMC`` that has run.
-    check
+    check : bool, default True
         Run :func:`check_run` (which warns when the check fails) and add its values.
-    **kwargs
+    **kwargs : Any
         Passed on to :func:`arviz.from_numpyro`.
 
     Returns

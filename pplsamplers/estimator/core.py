@@ -118,27 +118,27 @@ class Estimator(NamedTuple):
 
     Parameters
     ----------
-    model_terms
+    model_terms : callable
         ``(x, idx) -> (g(x), ℓ_idx(x))`` in the model's coordinates x.
-    dim, N, n
+    dim, N, n : int
         Dimension of x, number of data, minibatch size (``n == N``: exact, full batch).
-    chunk_size
+    chunk_size : int, default 4096
         Data per chunk of the full-data passes.
-    contiguous
+    contiguous : bool, default False
         Minibatches are contiguous blocks after a uniform start (wrapping around), valid for
         rows in a random order: every row is in the block with probability n/N.  Otherwise
         n rows are drawn uniformly with replacement.
-    whitening
+    whitening : Whitening or None, default None
         The estimator's argument is z with x = c + L z (``None``: x itself).
-    cv
+    cv : ControlVariate or None, default None
         A control variate (:func:`~pplsamplers.estimator.with_control_variate`): the per-datum
         terms are differences to an anchor, each index evaluates its datum twice, and the
         noise vanishes at the anchor (``None``: the plain estimator).
-    max_grad_norm
+    max_grad_norm : float, default inf
         Minibatch gradients longer than this are scaled down to it (``inf``: never).
-    partitioned_pass
+    partitioned_pass : PartitionedPass or None, default None
         Full-data pass for data split over devices, or ``None``.
-    blocks
+    blocks : Blocks or None, default None
         The globals and group blocks that each datum's term reads, with each datum's group
         (:class:`~pplsamplers.estimator.blocks.Blocks`), or ``None``: with them
         :meth:`per_example_moments` costs O((p + k) n), not O(n D).
@@ -342,15 +342,15 @@ def build_estimator(
 
     Parameters
     ----------
-    terms
+    terms : callable
         ``(x, idx) -> (global_term, per_datum)`` with ``per_datum.shape == idx.shape``.
-    dim, N
+    dim, N : int
         Dimension of x and number of data.
-    n
+    n : int or None, default None
         Minibatch size (default N: full batch).
-    chunk_size
+    chunk_size : int, default 4096
         Data per chunk of the full-data passes.
-    contiguous
+    contiguous : bool, default False
         Contiguous minibatch blocks (only for rows in a random order).
 
     Examples

@@ -23,17 +23,17 @@ class Potential(NamedTuple):
 
     Parameters
     ----------
-    estimator
+    estimator : Estimator
         The :class:`~pplsamplers.estimator.Estimator` of U(x).
-    init_position
+    init_position : jax.Array
         A valid starting point (shape ``(D,)``).
-    unravel
+    unravel : callable, optional
         x -> dict of the model's unconstrained sites.
-    constrain
+    constrain : callable, optional
         x -> dict of the model's constrained sites.
-    unconstrain
+    unconstrain : callable or None, default None
         dict of constrained sites -> x (``None`` for a hand-built potential).
-    draw_init
+    draw_init : callable or None, default None
         ``key -> x``, random starting points (the model's init strategy), or ``None``.
     """
 
@@ -70,18 +70,18 @@ def build_potential(
 
     Parameters
     ----------
-    terms
+    terms : callable
         ``(x, idx) -> (global_term, per_datum)``: minus the log prior g(x), and minus the log
         likelihood of each datum in ``idx`` (``per_datum.shape == idx.shape``).
-    dim, N
+    dim, N : int
         Dimension of x and number of data.
-    n
+    n : int or None, default None
         Minibatch size of the estimator (default N: full batch).
-    init_position
+    init_position : jax.Array or None, default None
         The starting point, shape ``(dim,)`` (default zeros).
-    chunk_size
+    chunk_size : int, default 4096
         Data per chunk of the full-data passes.
-    draw_init
+    draw_init : callable or None, default None
         ``key -> x``, random starting points, or ``None``.
 
     Returns

@@ -26,9 +26,9 @@ def with_batch_size(estimator: Estimator, subsample_size: int) -> Estimator:
 
     Parameters
     ----------
-    estimator
+    estimator : Estimator
         The estimator to change; everything but its batch size is kept.
-    subsample_size
+    subsample_size : int
         Minibatch size n, with ``0 < n <= N`` (else ``ValueError``).
 
     Returns
@@ -98,12 +98,12 @@ def with_control_variate(estimator: Estimator, anchor: Array, hessian: Any = Non
 
     Parameters
     ----------
-    estimator
+    estimator : Estimator
         An estimator without a control variate (else ``ValueError``).
-    anchor
+    anchor : jax.Array
         x*, shape ``(D,)``, in the estimator's coordinates (mapped to the model's x where the
         estimator is whitened).
-    hessian
+    hessian : BlockHessian or None, default None
         ∇²L(x*) as above, or ``None`` for the first-order control variate.
 
     Returns

@@ -52,14 +52,14 @@ class CheckedNUTS(NUTS):
 
     Parameters
     ----------
-    model
+    model : callable or None, default None
         The NumPyro model.
-    exact_scores
+    exact_scores : bool, default True
         Check the Stein identities with NUTS's gradients (``False`` where the density has a
         hard edge at the data: convergence and chain health only).
-    self_check
+    self_check : bool, default True
         Check the run at its last draw (``False``: NumPyro's NUTS exactly).
-    **options
+    **options : Any
         ``numpyro.infer.NUTS``'s options.
 
     Examples

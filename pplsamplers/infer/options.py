@@ -8,35 +8,35 @@ import inspect
 import re
 
 SHARED_PARAMETERS = """\
-model
+model : callable or None, default None
     A NumPyro model whose likelihood sits in a data plate (``None`` when ``potential`` is
     given).
-subsample_size
+subsample_size : int or None, default None
     Minibatch size n.  ``None`` (default): the model plate's own ``subsample_size`` if it has
     one, else chosen automatically so that the gradient noise is about 0.3 posterior sds
     (``kernel.setup.notes["subsample_size"]`` says why).
-data_plate
+data_plate : str or None, default None
     Name of the data plate, if it cannot be found automatically.
-potential
+potential : Potential or None, default None
     A ready :class:`~pplsamplers.estimator.Potential` instead of a model.
-control_variate
+control_variate : bool, "auto" or array_like, default "auto"
     ``"auto"`` (default): anchor a control-variate gradient at the mode when the mode probe
     finds one mode; ``True``, ``False``, or an anchor (a flat unconstrained array).
-precondition
+precondition : {"auto", "dense", "diag"}, array_like or None, default "auto"
     ``"auto"`` (default), ``"dense"``, ``"diag"``, ``None``, or a covariance matrix
     ``(D, D)`` or variance vector ``(D,)`` over the unconstrained coordinates: the kernel runs
     on x = c + L z with L Lᵀ the posterior covariance estimate.
-init_strategy
+init_strategy : callable, default init_to_uniform
     NumPyro init strategy, used where there is no mode to start from.
-steps_per_sample
+steps_per_sample : int or None, default None
     Kernel steps per draw; ``None`` (default): the sampler's own (10 for the step-size kernels,
     more in high dimension where their automatic step shrinks; 1 for the PDMPs, whose sample
     interval already spends about ten proposals).  ``sample_stats.data_evals`` counts every
     step.
-setup
+setup : Setup or None, default None
     A :class:`~pplsamplers.warmup.Setup` computed before for the same data (AutoSampler hands
     its own to the kernel it chooses); ``None``: computed at ``init``.
-self_check
+self_check : bool, default True
     ``True`` (default): at its last draw the run checks its own draws and warns in one line
     when they fail (:doc:`/troubleshooting`); the result is ``kernel.self_check_result``.
 """

@@ -49,22 +49,22 @@ def make_potential(
 
     Parameters
     ----------
-    model
+    model : callable or ModelView
         A NumPyro model, or its :class:`ModelView`.
-    model_args, model_kwargs
+    model_args, model_kwargs : tuple; dict or None, defaults () and None
         Its arguments (the data); empty when ``model`` is a view.
-    subsample_size
+    subsample_size : int or None, default None
         Minibatch size n (``None``: the model's own, or full batch).
-    data_plate
+    data_plate : str or None, default None
         Name of the data plate when it cannot be found automatically.
-    rng_key
+    rng_key : jax.Array or None, default None
         Key for the initial point (``init_strategy``); defaults to ``PRNGKey(0)``.
-    init_strategy
+    init_strategy : callable or None, default None
         A NumPyro init strategy, e.g. ``numpyro.infer.init_to_median`` (default
         ``init_to_uniform``).  Every trace substitutes its values, so flat priors work.
-    chunk_size
+    chunk_size : int, default 4096
         Chunk of data used by the full-data value and gradient.
-    check_data
+    check_data : bool, default True
         Check every observed datum and data argument for non-finite values first
         (:func:`validate_data`, one pass over N).  Turn off only for a model that handles
         non-finite values itself.
@@ -302,7 +302,7 @@ def all_data_model(model: Callable) -> Callable:
 
     Parameters
     ----------
-    model
+    model : callable
         A NumPyro model.
 
     Returns

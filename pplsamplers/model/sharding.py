@@ -141,15 +141,15 @@ def shard_data(
 
     Parameters
     ----------
-    args
+    args : pytree
         A pytree of model arguments, e.g. ``(X, y)``.
-    mesh
+    mesh : jax.sharding.Mesh or None, default None
         The device mesh; default :func:`data_mesh` over every device.
-    axis_name
+    axis_name : str, default "data"
         The mesh axis the rows are split over.
-    size
+    size : int or None, default None
         The number of data N; default the most common leading dimension among the arrays.
-    chains
+    chains : int, default 1
         Without ``mesh``: split the devices into a ``("chain", axis_name)`` mesh with
         ``chains`` devices on the chain axis, so that ``chain_method="vectorized"`` chains
         also run on different devices (:func:`chain_sharding`).  Default 1: a 1-D data mesh.

@@ -50,6 +50,27 @@ def default_subsample_size(num_data: int) -> int:
 class AutoSampler(MCMCKernel):
     """A NumPyro ``MCMCKernel`` that picks the sampler for a model, says why, and delegates.
 
+    Parameters
+    ----------
+    model : callable
+        A NumPyro model.
+    strategy : {"rules", "pilot"}, default "rules"
+        ``"rules"`` (default, cheap) or ``"pilot"`` (measures the top candidates).
+    candidates : list of str, tuple of str or None, default None
+        Restrict the choice to these registry names (e.g. ``["sbps", "sgld"]``).
+    pilot_options : PilotOptions, dict or None, default None
+        :class:`~pplsamplers.select.pilot.PilotOptions`, or a dict of its fields (``top``,
+        ``budget_epochs``, ``num_chains``, ``ksd_points``, ``guard_factor``, ``seed``);
+        validated here, at construction.
+    verbose : bool, default False
+        Print the decision's explanation when it is made.
+    **overrides : Any
+        Passed to the chosen kernel, e.g. ``subsample_size=256``.  Without one, the model
+        plate's own size is used, or the kernel chooses it (the features' probes use 1% of N
+        clipped to [100, 1000]).
+
+    Notes
+    -----
     :meth:`decide` (called by ``init`` if you have not called it) computes
     :class:`~pplsamplers.select.ModelFeatures` (structure plus cheap probes at the MAP),
     ranks the candidates with the competence rules (each runs with its defaults on the shared
@@ -66,25 +87,6 @@ class AutoSampler(MCMCKernel):
     decides when the run reads them, so that the chosen kernel's diagnostics
     (``data_evals``, bounces, step sizes ...) reach ``get_extra_fields()`` and ArviZ's
     ``sample_stats``; ``decide(model_args, model_kwargs)`` may also be called before.
-
-    Parameters
-    ----------
-    model
-        A NumPyro model.
-    strategy
-        ``"rules"`` (default, cheap) or ``"pilot"`` (measures the top candidates).
-    candidates
-        Restrict the choice to these registry names (e.g. ``["sbps", "sgld"]``).
-    pilot_options
-        :class:`~pplsamplers.select.pilot.PilotOptions`, or a dict of its fields (``top``,
-        ``budget_epochs``, ``num_chains``, ``ksd_points``, ``guard_factor``, ``seed``);
-        validated here, at construction.
-    verbose
-        Print the decision's explanation when it is made.
-    **overrides
-        Passed to the chosen kernel, e.g. ``subsample_size=256``.  Without one, the model
-        plate's own size is used, or the kernel chooses it (the features' probes use 1% of N
-        clipped to [100, 1000]).
 
     Examples
     --------

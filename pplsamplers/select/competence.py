@@ -78,9 +78,9 @@ def rank_candidates(
 
     Parameters
     ----------
-    features
+    features : ModelFeatures
         From :func:`pplsamplers.select.features.model_features`.
-    candidates
+    candidates : tuple of str, list of str or None, default None
         Restrict the ranking to these registry names (default: all of ``PREFERENCE``).
 
     Returns

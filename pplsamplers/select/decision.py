@@ -49,21 +49,21 @@ class Decision(NamedTuple):
 
     Parameters
     ----------
-    kernel
+    kernel : str
         Registry name of the chosen sampler (see :data:`pplsamplers.registry.SAMPLERS`).
-    params
+    params : dict
         Constructor parameters chosen for it.
-    reasons
+    reasons : tuple of str
         Plain-language reasons, most important first.
-    scores
+    scores : dict
         ``{candidate: score}``: competence levels (rules) or ESS per epoch (pilot).
-    features
+    features : ModelFeatures
         The :class:`~pplsamplers.select.features.ModelFeatures` the choice was made from.
-    ranking
+    ranking : tuple of Candidate
         Every candidate considered, best first, with its own reasons.
-    strategy
+    strategy : {"rules", "pilot"}, default "rules"
         ``"rules"`` or ``"pilot"``.
-    pilot
+    pilot : dict, default {}
         Pilot measurements per candidate (empty for rules): ESS/epoch, KSD, rejected flag.
     """
 

@@ -40,18 +40,18 @@ class PilotOptions:
 
     Parameters
     ----------
-    top
+    top : int, default 3
         How many of the best-ranked candidates run (a positive integer).
-    budget_epochs
+    budget_epochs : float, default 20.0
         Data budget of each candidate's sampling phase, in epochs (N datum evaluations).
-    num_chains
+    num_chains : int, default 2
         Chains per candidate (its minimum bulk ESS is its score).
-    ksd_points
+    ksd_points : int, default 200
         Thinned draws in each candidate's kernel Stein discrepancy (at least 10).
-    guard_factor
+    guard_factor : float, default 2.0
         A candidate whose KSD exceeds this times the best one's (beyond noise) is rejected
         (at least 1).
-    seed
+    seed : int, default 0
         Seed of the candidates' keys (an integer).
 
     Examples

@@ -201,22 +201,22 @@ def find_map(
 
     Parameters
     ----------
-    rng_key
+    rng_key : jax.Array
         Key of the minibatch warm start.
-    estimator
+    estimator : Estimator
         The estimator; full-data passes use ``full_value_and_grad``.
-    init_position
+    init_position : jax.Array
         Start.
-    retry_at_origin
+    retry_at_origin : bool, default True
         Search once more from the origin when the first search did not converge.
-    num_steps, learning_rate
+    num_steps, learning_rate : int; float, defaults 0 and 0.05
         Adam warm start, off by default: full-batch L-BFGS from the initial point converged
         in fewer data passes on the raw-scale regressions of the tests, and compiles faster.
-    polish_steps
+    polish_steps : int, default 500
         Maximum L-BFGS iterations (each at least one data pass).
-    tol
+    tol : float or None, default None
         Convergence threshold in posterior sds; default 1e-6 in float64, 1e-3 in float32.
-    scale
+    scale : jax.Array or None, default None
         Optional L, ``(D,)`` or ``(D, D)``, with L Lᵀ ≈ the posterior covariance.
 
     Returns

@@ -39,22 +39,22 @@ class SetupOptions:
 
     Parameters
     ----------
-    model
+    model : callable or None
         A NumPyro model (or ``None`` when ``potential`` is given).
-    subsample_size
+    subsample_size : int or None, default None
         Minibatch size n; ``None``: the model plate's own, else automatic.
-    data_plate
+    data_plate : str or None, default None
         Name of the data plate when it cannot be found automatically.
-    potential
+    potential : Potential or None, default None
         A ready :class:`~pplsamplers.estimator.Potential` instead of a model.
-    control_variate
+    control_variate : bool, "auto" or array_like, default "auto"
         ``"auto"``, ``True``, ``False`` or an anchor (flat unconstrained array).
-    precondition
+    precondition : {"auto", "dense", "diag"}, array_like or None, default "auto"
         ``"auto"``, ``"dense"``, ``"diag"``, ``None``, or a covariance matrix or variance
         vector over the flat unconstrained coordinates.
-    init_strategy
+    init_strategy : callable or None, default init_to_uniform
         NumPyro init strategy of the model's traces and starting points.
-    needs_mode
+    needs_mode : bool, default False
         The kernel reads the mode (its automatic step or reference): search for it even where
         neither the preconditioner nor the control variate needs it.
     """

@@ -51,38 +51,38 @@ class Setup(NamedTuple):
 
     Parameters
     ----------
-    potential
+    potential : Potential
         The model's full-batch potential in x, with its coordinates (self-check, output).
-    estimator
+    estimator : Estimator
         The kernel's estimator in x: batch size and control variate, not yet whitened.
-    whitening
+    whitening : Whitening
         x = c + L z, the Gaussian approximation the kernel samples in.
-    whitened
+    whitened : bool
         Whether L is a posterior-scale estimate (``precondition`` not None).
-    refine_metric
+    refine_metric : bool
         Whether each chain refines the whitening from its warmup draws.
-    mode
+    mode : jax.Array or None
         The Gaussian approximation's centre in x, or ``None`` where no mode was searched.
-    anchor
+    anchor : jax.Array or None
         The control variate's anchor in x, or ``None`` (off, as for a full batch).
-    mode_count
+    mode_count : int or None
         The mode probe's count of separated optima; ``None`` where it did not run.
-    laplace_misfit
+    laplace_misfit : float or None
         sd of the log importance weights of Laplace draws; ``None`` where no preconditioner
         is estimated.
-    notes
+    notes : Mapping of str to str
         What each stage chose and why, keyed by stage (``"mode"``, ``"precondition"``,
         ``"subsample_size"``, ``"control_variate"``, ...); :func:`~pplsamplers.to_arviz`
         stores them.
-    view
+    view : ModelView or None
         The model's view, or ``None`` for a given potential.
-    options
+    options : SetupOptions
         The :class:`~pplsamplers.warmup.SetupOptions` it was computed with.
-    arguments
+    arguments : tuple
         The ``(model_args, model_kwargs)`` it was computed for (:meth:`matches`).
-    structure
+    structure : StructuredFit or None, default None
         The structured approximation of a model with group effects, or ``None``.
-    start_misfit
+    start_misfit : float or None, default None
         The same check of :attr:`whitening`, the Gaussian the chains start in.
     """
 

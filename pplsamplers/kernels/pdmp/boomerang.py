@@ -161,33 +161,33 @@ class BoomerangOptions:
 
     Parameters
     ----------
-    reference
+    reference : "auto" or tuple of array_like, default "auto"
         ``"auto"`` (default): N(x*, Σ*) with x* the control variate's anchor, else the mode,
         and Σ* = γ diag(curvature at x*)⁻¹; or ``(mean, covariance)`` over the model's flat
         unconstrained coordinates (variances, or a positive-definite matrix).
-    curvature
+    curvature : {"hessian", "fisher", "full_hessian"}, default "hessian"
         ``"hessian"`` (exact diagonal, D Hessian-vector products) or ``"fisher"`` (summed
         squared per-example gradients plus the prior's curvature; with a control variate the
         exact diagonal is used, since the per-example gradients vanish at its anchor) for the
         automatic diagonal Σ*, or ``"full_hessian"`` for the dense inverse Hessian of the
         original Boomerang (D² memory).
-    gamma
+    gamma : float, default 1.0
         γ > 0, the paper's scale of Σ* (eq. 5).
-    refresh_rate
+    refresh_rate : float or "auto", default 1.0
         λ_ref ≥ 0 per radian of the flow (one turn is 2π); ``"auto"`` is 1 at every dimension,
         since the ellipses move the radial direction every period.
-    sample_interval
+    sample_interval : float or None, default None
         Δ > 0 in radians; ``None`` (default) adapts it during warmup to
         ``target_evals_per_sample`` rate evaluations per draw.
-    target_evals_per_sample
+    target_evals_per_sample : float or "auto", default 20.0
         Rate evaluations one draw should cost (warmup target for Δ).
-    t_init, max_extrapolation
+    t_init, max_extrapolation : float, defaults 0.25 and 0.5
         Envelope start offset and horizon cap, in radians.  The horizon cap matters more than
         α: a long extrapolation can step over an event (no proposal, no violation counted).
-    thinning
+    thinning : ThinningOptions or dict, default ThinningOptions()
         :class:`~pplsamplers.kernels.pdmp.builder.ThinningOptions` (or a dict of its fields):
         α, the caps on evaluations and events, and the envelope's noise and fit margins.
-    start
+    start : {"reference", "map", "model"}, default "reference"
         ``"reference"`` (default): chains start at draws of N(x*, Σ*); ``"map"``: at x*;
         ``"model"``: the shared warmup's start.  ``init_params`` always wins.
     """

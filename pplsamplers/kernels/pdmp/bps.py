@@ -149,34 +149,34 @@ class BPSOptions:
 
     Parameters
     ----------
-    refresh_rate
+    refresh_rate : float or "auto", default "auto"
         λ_ref ≥ 0 in the sampler's time units (posterior scale / velocity scale); ``"auto"``
         (default): 1 up to 30 latents, then √(D / 30), at most √10 (refreshments are what
         move the radial direction of a straight flow,
         :func:`~pplsamplers.kernels.pdmp.tuning.radial_refresh_rate`).
-    velocity_scale
+    velocity_scale : float, default 1.0
         s > 0 of the velocity law N(0, s² I).
-    sample_interval
+    sample_interval : float or None, default None
         Δ > 0; ``None`` (default) adapts it during warmup to ``target_evals_per_sample``.
-    target_evals_per_sample
+    target_evals_per_sample : float or "auto", default "auto"
         Rate evaluations one draw should cost; ``"auto"`` (default): 20 up to 30 latents,
         then 20 D / 30, at most 200 (:func:`~pplsamplers.kernels.pdmp.tuning.radial_events`:
         with exact gradients the radial direction relaxes in O(D) events).
-    t_init, max_extrapolation
+    t_init, max_extrapolation : float or None, default None
         Envelope start offset and horizon cap; ``None`` (default) adapts them during warmup
         to ``t_init_fraction`` and ``extrapolation_fraction`` of the curvature time scale.
-    t_init_fraction, extrapolation_fraction
+    t_init_fraction, extrapolation_fraction : float, defaults 0.5 and 2.0
         Those fractions.
-    thinning
+    thinning : ThinningOptions or dict, default ThinningOptions()
         :class:`~pplsamplers.kernels.pdmp.builder.ThinningOptions` (or a dict of its fields):
         α, the caps on evaluations and events, and the envelope's noise and fit margins.
-    init_at_map
+    init_at_map : bool, default False
         Start every chain at the mode (the control-variate anchor if there is one), as the
         paper does; otherwise the shared warmup's start.
-    preconditioned
+    preconditioned : bool, default False
         σBPS (§2.2): move along A v with A = diag(σ̂), σ̂ the Welford standard deviations of
         the warmup draws in ``welford_window``, then frozen.
-    welford_window
+    welford_window : tuple of float, default (0.3, 0.7)
         σBPS's window, as fractions of the warmup (the draws after the chains' last metric
         refinement where that comes later: :func:`welford_bounds`).
     """

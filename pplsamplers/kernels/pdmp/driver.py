@@ -149,18 +149,18 @@ def run_skeleton(
 
     Parameters
     ----------
-    rng_key
+    rng_key : jax.Array
         Key, split into one per iteration.
-    position, velocity, kernel_state
+    position, velocity, kernel_state : jax.Array; jax.Array; Any
         The start (row 0 of the skeleton) and the kernel's state there.
-    next_event
+    next_event : callable
         The kernel's next-event function (module docstring).
-    flow
+    flow : Flow
         The :class:`~pplsamplers.kernels.pdmp.flow.Flow` that carries the particle between
         events.
-    num_iterations
+    num_iterations : int
         Next-event iterations to record.
-    horizon
+    horizon : float, default inf
         The ``horizon`` passed to ``next_event``: the longest time one iteration may cover.
 
     Returns
@@ -209,13 +209,13 @@ def integrate(
 
     Parameters
     ----------
-    skeleton
+    skeleton : Skeleton
         A :class:`Skeleton` that starts at time 0 and ends at a time T > 0.
-    f
+    f : callable
         ``x -> f(x)``, an array of any shape, evaluated at single positions.
-    flow
+    flow : Flow
         The flow that produced the skeleton, which moves the particle along each segment.
-    num_nodes
+    num_nodes : int, default 8
         Gauss–Legendre nodes per segment.
 
     Returns

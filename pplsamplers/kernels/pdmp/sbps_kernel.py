@@ -34,46 +34,46 @@ class SBPSOptions:
 
     Parameters
     ----------
-    k
+    k : float, default 3.0
         Band width in predictive sds (eq. 13): the bias/cost knob.  Larger k means fewer bound
         violations and more proposals; the paper recommends 3–5.
-    sample_interval
+    sample_interval : float or None, default None
         Δ > 0; ``None`` (default): adapted in warmup to about ``target_proposals`` per draw.
-    refresh_rate
+    refresh_rate : float or None, default None
         λ_r ≥ 0 per unit time; ``None`` (default): in warmup, ``relative_refresh_rate`` times
         the bounce rate.
-    target_proposals
+    target_proposals : float or "auto", default "auto"
         Proposals per draw; ``"auto"`` (default): ten up to 30 latents, then D / 3, at most 100
         (the radial direction of a bouncy particle relaxes in O(D) events).
-    relative_refresh_rate
+    relative_refresh_rate : float or None, default None
         λ_r / bounce rate; ``None``: :func:`~pplsamplers.kernels.pdmp.sbps.relative_refresh`.
-    relative_dt
+    relative_dt : float, default 0.1
         Knot spacing as a fraction of t̄ (the paper's fixed Δt = 0.01 depends on the scale).
-    buffer_size
+    buffer_size : int, default 64
         Regression observations kept since the last bounce (the most recent ones).
-    preconditioned
+    preconditioned : bool, default False
         pSBPS (§5): a diagonal RMSprop preconditioner, set once in warmup from the mean of
         the RMSprop average over ``preconditioner_window`` (fractions of the warmup), each
         A_ii kept within ``max_scale_ratio`` of the mean (:func:`preconditioner`).
-    rmsprop_decay, rmsprop_eps
+    rmsprop_decay, rmsprop_eps : float, defaults 0.99 and 1e-4
         β and ε of that average (eq. 17 with the RMSprop convention).
-    start_at_anchor
+    start_at_anchor : bool, default False
         Start every chain at the control variate's anchor (the mode), not a Gaussian draw; in
         high dimension the mode is about √D sds from the typical set, and SBPS leaves it slowly.
-    clamp_negative_slopes, auxiliary_observations, auxiliary_horizon
+    clamp_negative_slopes, auxiliary_observations, auxiliary_horizon : bool; bool; float
         Negative-slope handling: clamp (Alg. 2) and an auxiliary observation
         ``auxiliary_horizon``·t̄ ahead with the last minibatch (Supp. E).
-    max_observation_gap
+    max_observation_gap : float, default 5.0
         When no proposal came for this many t̄, observe G̃ anyway; ``inf`` disables it.
-    learn_slope_prior, slope_prior_step_size
+    learn_slope_prior, slope_prior_step_size : bool; float, defaults True and 0.05
         After each bounce, one EM step of the slope prior (§4).
-    relative_noise_floor
+    relative_noise_floor : float, default 1e-2
         Floor on c relative to the RMS of the observed G̃ (a full batch is well posed).
-    averaging_window
+    averaging_window : int, default 1000
         Window of the running means of proposal time and acceptance.
-    max_events_per_sample
+    max_events_per_sample : int, default 1000
         Cap on next-event iterations per draw (``interval_capped`` flags it).
-    knot_block_size, max_knot_blocks
+    knot_block_size, max_knot_blocks : int, defaults 16 and 64
         Vectorised knot evaluation and its cap per proposal search.
     """
 

@@ -127,12 +127,12 @@ class CSGLDOptions:
 
     Parameters
     ----------
-    step_size
+    step_size : float or "auto", default "auto"
         ε > 0 (SGLD's convention: in the whitened coordinates by default, so 0.1 is a tenth of
         a posterior variance); ``"auto"`` (default): 0.1, less in high D
         (:func:`~pplsamplers.kernels.sgmcmc.step_size.auto_langevin_step`), with the default
         ``steps_per_sample`` growing in proportion.
-    noise_decay
+    noise_decay : float, default 0.9
         β in [0, 1) of the moving average τ̂.
     """
 

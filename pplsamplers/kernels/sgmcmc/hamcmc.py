@@ -291,23 +291,23 @@ class HAMCMCOptions:
 
     Parameters
     ----------
-    step_size
+    step_size : float or "auto", default "auto"
         ε > 0 (``schedule="constant"``), or ``a`` of ε_t = (a/t)^0.51 (``"polynomial"``);
         ``"auto"`` (default): 0.1 in the whitened coordinates of the shared warmup, less in
         high D (:func:`~pplsamplers.kernels.sgmcmc.step_size.auto_langevin_step`), with the
         default ``steps_per_sample`` growing in proportion.  The paper tunes ε by grid search
         and does not adapt it, so warmup only runs the chain.
-    memory_size
+    memory_size : int, default 2
         M ≥ 2.  Each draw is the most recent θ_t; consecutive draws come from M interleaved
         sub-chains, so the default ``steps_per_sample`` is M times the step-size kernels'.
-    damping
+    damping : float, default 1.0
         λ ≥ 0, the trust-region shift y ← y + λ s.
-    initial_scale
+    initial_scale : float, default 1.0
         γ > 0, H⁰ = γI.  ``step_size * initial_scale`` is the SGLD-like step in directions
         that the pairs do not cover; keep it below 2 / (largest curvature).
-    schedule
+    schedule : {"constant", "polynomial"}, default "constant"
         ``"constant"`` or ``"polynomial"`` (held constant within blocks of M steps).
-    sgld_step_size
+    sgld_step_size : float or None, default None
         Step of the first 2M SGLD steps (default γ ε_t).
     """
 

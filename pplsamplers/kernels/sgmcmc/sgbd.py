@@ -279,20 +279,20 @@ class SGBDOptions:
 
     Parameters
     ----------
-    step_size
+    step_size : float, array_like or "auto", default "auto"
         σ > 0: a scalar or one value per unconstrained coordinate (scale heterogeneity,
         §5.1.1), in the sampler's coordinates (whitened by default, unit posterior scale);
         ``"auto"`` (default): :func:`auto_sigma` local Laplace sds per coordinate (0.5 at
         small D, less in high D, where the fixed σ's bias adds up).  With
         ``adapt_step_size`` it is only the starting value.
-    variant
+    variant : {"corrected", "vanilla", "extreme"}, default "corrected"
         ``"corrected"`` (default, Alg. 3: de-biases the flip probability for the gradient
         noise, the extreme rule past the breaking point τ̂|z| ≥ 1.702), ``"vanilla"``
         (Alg. 2) or ``"extreme"`` (Alg. 4: always step along the minibatch gradient's sign).
-    noise_decay
+    noise_decay : float, default 0.9
         β in [0, 1): weight of the old value in the moving average τ̂ of the gradient
         estimator's per-coordinate sd.
-    adapt_step_size
+    adapt_step_size : bool, default False
         During warmup set σ_j = 1.702/(1.233 τ̂_j) (§4.2), then freeze it: the largest σ for
         which the correction stays valid, calibrated for plain minibatches (with a control
         variate τ̂ is much smaller and σ grows past the posterior scale; prefer a fixed σ

@@ -139,7 +139,7 @@ class SGLDOptions:
 
     Parameters
     ----------
-    step_size
+    step_size : float or "auto", default "auto"
         ε > 0, or ``"auto"`` (default): a tenth of min(1/λ_max(∇²U), 4/λ_max(V)) (curvature
         and gradient-noise limits, :func:`suggest_step_size`), at most the coherent bias
         budget 2 b D / tr(∇²U) (:func:`~pplsamplers.kernels.sgmcmc.step_size.
@@ -147,10 +147,10 @@ class SGLDOptions:
         ``steps_per_sample`` growing in proportion.  ε is in the sampler's coordinates:
         whitened by default (unit posterior scale), the model's unconstrained coordinates
         with ``precondition=None``.
-    preconditioned
+    preconditioned : bool, default False
         pSGLD: the RMSprop diagonal metric G, adapted in warmup and then frozen; with
         ``step_size="auto"`` capped so that no coordinate's step ε G_j exceeds the SGLD step.
-    rmsprop_decay, rmsprop_eps
+    rmsprop_decay, rmsprop_eps : float, defaults 0.99 and 1e-5
         β and λ of pSGLD.
     """
 

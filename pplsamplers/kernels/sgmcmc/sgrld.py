@@ -174,19 +174,19 @@ class SGRLDOptions:
 
     Parameters
     ----------
-    step_size
+    step_size : float or "auto", default "auto"
         ε > 0, or ``a`` of ε_t = (a/t)^0.51; ``"auto"`` (default): 0.1 in the whitened
         coordinates of the shared warmup, less in high D
         (:func:`~pplsamplers.kernels.sgmcmc.step_size.auto_langevin_step`), with the default
         ``steps_per_sample`` growing in proportion.
-    metric
+    metric : array_like or None, default None
         G, ``(D, D)`` symmetric positive definite, over the model's flat unconstrained x;
         ``None`` is the identity (SGLD in the kernel's coordinates).  Where the shared warmup
         whitens (x = c + L z) the kernel uses Lᵀ G L, the same metric in z, so the update in x
         does not depend on ``precondition``.
-    schedule
+    schedule : {"constant", "polynomial"}, default "constant"
         ``"constant"`` or ``"polynomial"``.
-    factorize_each_step
+    factorize_each_step : bool, default False
         Recompute the Cholesky factor every step (the paper's timing protocol).
     """
 
