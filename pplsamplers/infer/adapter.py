@@ -64,16 +64,11 @@ class Prepared(NamedTuple):
 
     Parameters
     ----------
-    setup : Setup
-        the shared warmup's :class:`~pplsamplers.warmup.Setup` for the data set.
-    estimator : Estimator
-        what the kernel runs on (whitened, batch size, control variate).
-    context : WarmupContext
-        what the set-up tells the kernel's ``default_params`` and ``start`` (in z).
-    params : Any
-        the kernel's starting tunables.
-    postprocess : callable
-        unconstrained sites -> constrained and deterministic sites."""
+    setup : the shared warmup's :class:`~pplsamplers.warmup.Setup` for the data set.
+    estimator : what the kernel runs on (whitened, batch size, control variate).
+    context : what the set-up tells the kernel's ``default_params`` and ``start`` (in z).
+    params : the kernel's starting tunables.
+    postprocess : unconstrained sites -> constrained and deterministic sites."""
 
     setup: Setup
     estimator: Estimator

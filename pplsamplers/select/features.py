@@ -41,75 +41,51 @@ class ModelFeatures(NamedTuple):
 
     Parameters
     ----------
-    num_data : int
-        N.  Below a few thousand data a full-batch NUTS gradient is cheap and exact, so
+    num_data : N.  Below a few thousand data a full-batch NUTS gradient is cheap and exact, so
         subsampling buys little and costs bias.
-    subsample_size : int
-        n; with N it fixes the cost of a minibatch evaluation (``cost_ratio``).
-    dim : int
-        D, the number of unconstrained dimensions; dense-curvature methods cost O(D²).
-    has_data_plate : bool
-        without one there is nothing to subsample, and NUTS is the right tool.
-    discrete_sites : tuple of str
-        discrete latent sites, which no gradient-based sampler can move.
-    constrained_sites : tuple of str
-        sites sampled through a bijection (e.g. a positive scale), whose
+    subsample_size : n; with N it fixes the cost of a minibatch evaluation (``cost_ratio``).
+    dim : D, the number of unconstrained dimensions; dense-curvature methods cost O(D²).
+    has_data_plate : without one there is nothing to subsample, and NUTS is the right tool.
+    discrete_sites : discrete latent sites, which no gradient-based sampler can move.
+    constrained_sites : sites sampled through a bijection (e.g. a positive scale), whose
         Jacobian skews the unconstrained posterior near the boundary.
-    cost_ratio : float
-        n/N, the cost of a minibatch gradient relative to a full-data one.
-    curvature_spread : float
-        max/min of the diagonal Hessian at the MAP.  Large spreads hurt isotropic
+    cost_ratio : n/N, the cost of a minibatch gradient relative to a full-data one.
+    curvature_spread : max/min of the diagonal Hessian at the MAP.  Large spreads hurt isotropic
         samplers (SGLD, SBPS, BPS) and call for diagonal preconditioning (pSBPS, σBPS, pSGLD)
         or per-coordinate steps (SGBD).
-    correlation_condition : float
-        condition number of the Hessian's correlation matrix: large values
+    correlation_condition : condition number of the Hessian's correlation matrix: large values
         mean correlations only a dense metric (HAMCMC) or a Gaussian reference (Boomerang) removes.
-    gradient_noise_ratio : float
-        median over coordinates of sd(minibatch gradient noise)/√H_jj at the
+    gradient_noise_ratio : median over coordinates of sd(minibatch gradient noise)/√H_jj at the
         MAP, the noise relative to the gradient one posterior sd from the mode; large ratios
         make minibatch PDMP rates and SGLD noisy, and control variates remove most of it.
-    quadratic_misfit : float
-        worst relative error of the Laplace prediction t²/2 of U along random
+    quadratic_misfit : worst relative error of the Laplace prediction t²/2 of U along random
         directions at t = ±1, ±2, ±3 posterior sds (0 for a Gaussian); Boomerang's reference
         and control variates pay off when it is small.
-    skewness : float
-        worst |ΔU(t) − ΔU(−t)| / (ΔU(t) + ΔU(−t)) along the probe directions; SGBD's
+    skewness : worst |ΔU(t) − ΔU(−t)| / (ΔU(t) + ΔU(−t)) along the probe directions; SGBD's
         Barker moves beat Langevin on skewed posteriors (Mauri & Zanella §5).
-    tail_growth : float
-        smallest (ΔU(3) + ΔU(−3)) / 9: 1 for Gaussian tails, < 1 for heavier ones.
-    gradient_kurtosis : float
-        largest kurtosis of the per-example gradients at the MAP: heavy-tailed
+    tail_growth : smallest (ΔU(3) + ΔU(−3)) / 9: 1 for Gaussian tails, < 1 for heavier ones.
+    gradient_kurtosis : largest kurtosis of the per-example gradients at the MAP: heavy-tailed
         covariates give wild gradients that destabilise SGLD (SGBD's bounded moves tolerate them).
-    max_curvature : float, default nan
-        largest eigenvalue of the Hessian at the MAP: 1/λ_max is the squared width
+    max_curvature : largest eigenvalue of the Hessian at the MAP: 1/λ_max is the squared width
         of the narrowest direction, which bounds every explicit step size (SGLD, HAMCMC's start).
-    mode_count : int, default 1
-        separated optima found (:func:`~pplsamplers.warmup.modes.count_modes`).  Every
+    mode_count : separated optima found (:func:`~pplsamplers.warmup.modes.count_modes`).  Every
         other probe is local to one mode; above 1, a Laplace reference (Boomerang) and control
         variates anchored at the MAP describe only part of the posterior.
-    map_position : jax.Array or None, default None
-        the MAP (flat, unconstrained) used by the probes; reused as Boomerang/CV anchor.
-    curvature_diagonal : jax.Array or None, default None
-        diagonal Hessian at the MAP: 1/√H_jj is a coordinate's conditional
+    map_position : the MAP (flat, unconstrained) used by the probes; reused as Boomerang/CV anchor.
+    curvature_diagonal : diagonal Hessian at the MAP: 1/√H_jj is a coordinate's conditional
         posterior sd, the natural per-coordinate step scale (SGBD's σ_j).
-    gradient_noise_sd : jax.Array or None, default None
-        per-coordinate sd of the minibatch gradient at the MAP (SGBD's τ_j),
+    gradient_noise_sd : per-coordinate sd of the minibatch gradient at the MAP (SGBD's τ_j),
         which caps the Barker step where the noise correction stays valid (τ_j σ_j < 1.702).
-    edge_sites : tuple of str, default ()
-        observed sites whose support depends on the latents (``y ~ Uniform(0, θ)``):
+    edge_sites : observed sites whose support depends on the latents (``y ~ Uniform(0, θ)``):
         a hard edge at the data that no minibatch sees.  The probes are skipped (NaN).
-    laplace_weight_sd : float, default nan
-        sd of the log importance weights of Laplace draws (the shared warmup's
+    laplace_weight_sd : sd of the log importance weights of Laplace draws (the shared warmup's
         check, :func:`~pplsamplers.warmup.variational.laplace_misfit`): 0 for a Gaussian, large
         where the joint mode sits away from the mass.  Unlike ``quadratic_misfit`` it weighs
         every direction at once.  NaN where AutoSampler skips the shared warmup.
-    local_sites : tuple of str, default ()
-        latent sites inside the data plate (per-datum latents), which no minibatch
+    local_sites : latent sites inside the data plate (per-datum latents), which no minibatch
         kernel can subsample; the probes are skipped (NaN).
-    full_data_reason : str, default ""
-        why only NUTS can run the model (e.g. no latent dimension); or empty.
-    group_structure : str, default ""
-        the group effects the shared warmup found and modelled (its arrowhead
+    full_data_reason : why only NUTS can run the model (e.g. no latent dimension); or empty.
+    group_structure : the group effects the shared warmup found and modelled (its arrowhead
         Gaussian at the nested Laplace centre, converged), or empty."""
 
     num_data: int
@@ -342,18 +318,12 @@ def model_features(
 
     Parameters
     ----------
-    model, model_args, model_kwargs : callable or ModelView; tuple; dict or None
-        the model or its view, and the model's arguments (the data).
-    subsample_size : int or None, default None
-        minibatch size n (default: the model's own, else N).
-    data_plate : str or None, default None
-        name of the data plate where it cannot be found automatically.
-    rng_key : jax.Array or None, default None
-        key of the MAP fit and the probes (default ``PRNGKey(0)``).
-    probe : bool, default True
-        ``False`` skips the MAP-based probes (NaN fields).
-    stage : ModeStage or None, default None
-        the shared warmup's :class:`~pplsamplers.warmup.ModeStage`, which lends its
+    model, model_args, model_kwargs : the model or its view, and the model's arguments (the data).
+    subsample_size : minibatch size n (default: the model's own, else N).
+    data_plate : name of the data plate where it cannot be found automatically.
+    rng_key : key of the MAP fit and the probes (default ``PRNGKey(0)``).
+    probe : ``False`` skips the MAP-based probes (NaN fields).
+    stage : the shared warmup's :class:`~pplsamplers.warmup.ModeStage`, which lends its
         potential, mode and mode count.
 
     Returns
