@@ -31,8 +31,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-import numpy as np
-
 os.environ.setdefault("JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS", "1")
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -307,6 +305,7 @@ def plot_page(page: Path, figure: Path) -> None:
     """End-to-end ESS/s over NUTS's of every row on ``page``, one panel per section: green
     within the tolerances, red a miss, hatched where the run's self-check warned."""
     import matplotlib
+    import numpy as np
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
