@@ -46,8 +46,8 @@ def _stated_defaults(options: type) -> list[tuple[str, str]]:
 @pytest.mark.parametrize("options", OPTIONS, ids=lambda cls: cls.__name__)
 def test_a_documented_default_is_the_fields_default(options):
     fields = {field.name: field.default for field in dataclasses.fields(options)}
-    checked = 0
-    for name, text in _stated_defaults(options):
+    stated, checked = _stated_defaults(options), 0
+    for name, text in stated:
         assert name in fields, f"{options.__name__} documents {name!r}, which is no field"
         try:
             value = ast.literal_eval(text.strip())
@@ -57,4 +57,4 @@ def test_a_documented_default_is_the_fields_default(options):
             f"{options.__name__}.{name}: docs {text!r}, code {fields[name]!r}"
         )
         checked += 1
-    assert checked or not _stated_defaults(options)
+    assert checked or not stated
