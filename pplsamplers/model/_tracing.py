@@ -106,6 +106,9 @@ def _trace(
 
     ``staged=True`` traces it inside one ``jax.jit`` program: one compiled call instead of
     an eager pass over the data that compiles one small program per operation of the model.
+    The model's arrays are the program's arguments, not constants, which XLA would fold at
+    compile time wherever the model computes on the data alone (an index check over every
+    row); a model that reads its arguments' values in Python gets them as constants.
     The sites' metadata and shapes are those of the eager trace, and the values of the
     sample sites (latent and observed) are concrete, the program's outputs; every other
     array in the trace (deterministic values, distribution parameters) is abstract: read
@@ -125,9 +128,12 @@ def _trace(
     if not (staged or abstract):
         return handlers.trace(substituted).get_trace(*model_args, **model_kwargs)
     staged_trace: dict = {}
+    leaves, tree = jax.tree.flatten((model_args, model_kwargs))
+    is_array = [isinstance(leaf, jax.Array) for leaf in leaves]
 
-    def sample_values() -> tuple[dict[str, Array], dict[str, Array]]:
-        staged_trace.update(handlers.trace(substituted).get_trace(*model_args, **model_kwargs))
+    def sample_values(args: tuple, kwargs: dict) -> tuple[dict[str, Array], dict[str, Array]]:
+        staged_trace.clear()
+        staged_trace.update(handlers.trace(substituted).get_trace(*args, **kwargs))
         samples = {n: s for n, s in staged_trace.items() if s["type"] == "sample"}
         unconstrained = {
             name: biject_to(site["fn"].support).inv(site["value"])
@@ -136,14 +142,26 @@ def _trace(
         }
         return {name: site["value"] for name, site in samples.items()}, unconstrained
 
-    def checked() -> tuple[dict[str, Array], dict[str, Array]]:
-        error, out = jax.jit(checkify.checkify(sample_values, errors=checkify.index_checks))()
+    def with_arguments(*arrays: Array) -> tuple[dict[str, Array], dict[str, Array]]:
+        given = iter(arrays)
+        filled = [next(given) if a else leaf for leaf, a in zip(leaves, is_array, strict=True)]
+        return sample_values(*jax.tree.unflatten(tree, filled))
+
+    def execute(program: Callable, *arrays: Array) -> tuple[dict, dict]:
+        if abstract:
+            return jax.eval_shape(program, *arrays)
+        if out_of_bounds is None:
+            return jax.jit(program)(*arrays)
+        error, out = jax.jit(checkify.checkify(program, errors=checkify.index_checks))(*arrays)
         if error.get() is not None:
             out_of_bounds(error.get())
         return out
 
-    run = jax.jit(sample_values) if out_of_bounds is None else checked
-    values, unconstrained = jax.eval_shape(sample_values) if abstract else run()
+    arrays = [leaf for leaf, a in zip(leaves, is_array, strict=True) if a]
+    try:  # the data as arguments: as constants, XLA folds every data-only operation
+        values, unconstrained = execute(with_arguments, *arrays)
+    except jax.errors.JAXTypeError:  # the model reads its arguments' values: constants then
+        values, unconstrained = execute(lambda: sample_values(model_args, model_kwargs))
     out = {
         name: {**site, "value": values[name]} if name in values else site
         for name, site in staged_trace.items()
