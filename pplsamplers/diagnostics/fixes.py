@@ -43,6 +43,7 @@ FIXES = MappingProxyType(
         "nonfinite": ("a smaller step", "checking the data and the model's support"),
         "counts": ("a smaller step", "checking the data and the model's support"),
         "capped": ("a larger max_events_per_sample", "a non-centred parameterisation"),
+        "unverified": ("more draws", "a smaller step", "an exact sampler (Boomerang, NUTS)"),
     }
 )
 """The fixes a failed check suggests, per check (``COUNTED`` names a count's)."""

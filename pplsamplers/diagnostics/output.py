@@ -113,6 +113,7 @@ def check_run(mcmc: Any, *, warn_user: bool = True, thin_to: int | None = None) 
         constrained=potential is None,
         reference=reference_gaussian(getattr(kernel, "setup", None)),
         metric=setup_metric(getattr(kernel, "setup", None)),
+        exact=getattr(getattr(kernel, "spec", None), "exact", True),
         relabel=relabel,
     )
     mcmc.sampler.self_check_result = result

@@ -261,6 +261,7 @@ class Reporter:
             hints=kernel_hints(self.owner),
             reference=reference_gaussian(getattr(self.owner, "setup", None)),
             metric=setup_metric(getattr(self.owner, "setup", None)),
+            exact=getattr(getattr(self.owner, "spec", None), "exact", True),
             relabel=labelling_of(self.owner),
             values=values,
             value_noise=noise,

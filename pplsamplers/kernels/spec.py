@@ -135,6 +135,9 @@ class KernelSpec(NamedTuple):
     moved_point
         ``State -> flat position`` the next step moves, from which its jump is measured;
         ``None``: the state's position (HAMCMC moves θ_{t−M}, another sub-chain's state).
+    exact
+        The kernel targets the posterior exactly given exact gradients; ``False`` for a
+        fixed-step discretisation, whose bias the self-check must see (its ``exact``).
     needs_mode
         ``default_params`` or ``start`` read :attr:`WarmupContext.mode`: the shared warmup
         searches for it whatever the other options.
@@ -155,6 +158,7 @@ class KernelSpec(NamedTuple):
     stabilize: Callable[[Any], Any] | None = None
     moved_point: Callable[[Any], Array] | None = None
     needs_mode: bool = False
+    exact: bool = True
 
     def steps_at(self, dim: int) -> int:
         """Kernel steps per draw in ``dim`` dimensions."""

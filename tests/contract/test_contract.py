@@ -60,6 +60,17 @@ def test_registry_is_not_empty():
     assert {"sgld", "psgld", "sbps", "boomerang", "sgbd", "hamcmc"} <= set(REGISTRY)
 
 
+def test_the_registrys_exactness_is_the_kernels_own():
+    """The self-check reads ``KernelSpec.exact`` (a step size's bias it must see); the
+    registry's ``exact`` (the selector's) says the same of every minibatch sampler."""
+    from pplsamplers.registry import SAMPLERS, make_kernel
+
+    for name, spec in SAMPLERS.items():
+        if spec.minibatch:
+            kernel = make_kernel(name, logistic_regression.model)
+            assert kernel.spec.exact == spec.exact, name
+
+
 @pytest.mark.parametrize("name", sorted(REGISTRY))
 def test_contract(name, data):
     make = REGISTRY[name]

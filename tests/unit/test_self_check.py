@@ -461,3 +461,25 @@ def test_a_mixtures_r_hat_failure_suggests_ordering_its_components():
     assert LABEL_SWITCHING_FIX not in self_check(swapped, None, names=["a"] * D).warning
     wide = MU + 1.5 * (EXACT - MU)  # every sd 1.5×: Stein fails, R-hat passes
     assert LABEL_SWITCHING_FIX not in self_check(wide, GAUSS, hints=hints).warning
+
+
+def _student_t_potential(nu: float = 3.0):
+    terms = lambda x, idx: (0.0, 0.5 * (nu + 1.0) * jnp.log1p(x[0] ** 2 / nu) * jnp.ones(idx.shape))
+    return build_potential(terms, dim=1, N=1)
+
+
+@pytest.mark.parametrize("draws_per_chain, unverified", [(100, True), (10_000, False)])
+def test_a_step_size_kernels_run_fails_where_the_stein_check_cannot_see_a_bias(
+    draws_per_chain, unverified
+):
+    # exact draws of a Student-t(3): R-hat and ESS pass, and the Stein mean term is noisy (its
+    # score is not linear), so 100 draws cannot resolve 0.2 sd and 10,000 can
+    draws = np.random.default_rng(1).standard_t(3.0, size=(2, draws_per_chain, 1))
+    potential = _student_t_potential()
+    biased = self_check(draws, potential, exact=False)
+    assert ("unverified" in biased.failures) == unverified, biased.warning
+    if unverified:
+        assert (
+            "too noisy to see a step-size bias" in biased.warning and "more draws" in biased.warning
+        )
+    assert "unverified" not in self_check(draws, potential).failures  # an exact sampler's run

@@ -201,11 +201,12 @@ def step_size_spec(automatic: bool, **declared: Any) -> KernelSpec:
     these kernels share: a divergent step halves the step size (:func:`halve_step_size`), and a
     draw is :data:`STEP_SIZE_STEPS_PER_SAMPLE` steps, more in high dimension where the
     ``automatic`` step shrinks (:func:`auto_langevin_steps`) unless ``declared`` says
-    otherwise."""
+    otherwise; the kernel is not ``exact`` (a fixed step's bias)."""
     shared = dict(
         stabilize=halve_step_size,
         steps_per_sample=STEP_SIZE_STEPS_PER_SAMPLE,
         steps_per_sample_at=auto_langevin_steps if automatic else None,
+        exact=False,
     )
     return KernelSpec(**{**shared, **declared})
 
