@@ -93,7 +93,7 @@ def test_thresholds_catch_every_gaussian_run_outside_the_tolerance():
     flags every sd a few per cent off at once:
     :func:`test_coherent_scale_error_is_flagged_when_each_coordinate_passes`.
     """
-    assert Thresholds() == Thresholds(1.05, 100.0, 0.2, 0.2, 3.0, 1e-12, 0.01, 1e3, 0.2, 0.21)
+    assert Thresholds() == Thresholds(1.05, 100.0, 0.2, 0.2, 3.0, 1e-12, 0.01, 1e3, 0.2, 0.21, 0.3)
     outside = [(0.26, 1.0), (0.5, 1.0), (0.0, 0.69), (0.0, 1.31), (0.26, 0.85), (0.26, 1.15)]
     inside = [(0.1, 1.0), (0.0, 0.9), (0.0, 1.1), (0.1, 1.1), (0.15, 0.9)]
     for j, (shift, scale) in enumerate(outside + inside):
@@ -468,13 +468,14 @@ def _student_t_potential(nu: float = 3.0):
     return build_potential(terms, dim=1, N=1)
 
 
-@pytest.mark.parametrize("draws_per_chain, unverified", [(100, True), (10_000, False)])
+@pytest.mark.parametrize("draws_per_chain, unverified", [(20, True), (10_000, False)])
 def test_a_step_size_kernels_run_fails_where_the_stein_check_cannot_see_a_bias(
     draws_per_chain, unverified
 ):
-    # exact draws of a Student-t(3): R-hat and ESS pass, and the Stein mean term is noisy (its
-    # score is not linear), so 100 draws cannot resolve 0.2 sd and 10,000 can
-    draws = np.random.default_rng(1).standard_t(3.0, size=(2, draws_per_chain, 1))
+    # exact draws of a Student-t(3): the Stein mean term is noisy (its score is not linear):
+    # 3 MCSE is 0.44 sd with these 2 x 20 draws, past Thresholds.unverified, and 0.02 with
+    # 2 x 10,000
+    draws = np.random.default_rng(3).standard_t(3.0, size=(2, draws_per_chain, 1))
     potential = _student_t_potential()
     biased = self_check(draws, potential, exact=False)
     assert ("unverified" in biased.failures) == unverified, biased.warning
