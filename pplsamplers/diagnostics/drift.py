@@ -57,6 +57,19 @@ def setup_metric(setup: Any) -> Any:
     return setup.whitening if getattr(setup, "whitened", False) else None
 
 
+def kernel_check_arguments(kernel: Any) -> dict[str, Any]:
+    """What :func:`~pplsamplers.diagnostics.checks.self_check` reads of a pplsamplers kernel
+    (its set-up and :class:`~pplsamplers.kernels.spec.KernelSpec`; ``None``, or NUTS, gives
+    the defaults): the drift check's ``reference``, the Stein mean term's ``metric`` and
+    whether the kernel is ``exact``."""
+    setup = getattr(kernel, "setup", None)
+    return {
+        "reference": reference_gaussian(setup),
+        "metric": setup_metric(setup),
+        "exact": getattr(getattr(kernel, "spec", None), "exact", True),
+    }
+
+
 def drift_failure(
     draws: np.ndarray, reference: Any, names: tuple[str, ...] | None = None
 ) -> tuple[str, str, str] | None:
@@ -86,4 +99,4 @@ def drift_failure(
     return "drift", message, "drift"
 
 
-__all__ = ["DRIFT_TAIL", "drift_failure", "reference_gaussian"]
+__all__ = ["DRIFT_TAIL", "drift_failure", "kernel_check_arguments", "reference_gaussian"]

@@ -10,7 +10,7 @@ import jax
 import numpy as np
 
 from pplsamplers.diagnostics.checks import SelfCheck, default_thin_to, self_check, warn
-from pplsamplers.diagnostics.drift import reference_gaussian, setup_metric
+from pplsamplers.diagnostics.drift import kernel_check_arguments
 from pplsamplers.diagnostics.fixes import model_hints
 from pplsamplers.diagnostics.labelling import labelling_of, view_labels
 from pplsamplers.diagnostics.names import site_names, site_shapes
@@ -111,9 +111,7 @@ def check_run(mcmc: Any, *, warn_user: bool = True, thin_to: int | None = None) 
         alternatives=alternatives,
         hints={} if view is None else model_hints(*view_labels(view.info)),
         constrained=potential is None,
-        reference=reference_gaussian(getattr(kernel, "setup", None)),
-        metric=setup_metric(getattr(kernel, "setup", None)),
-        exact=getattr(getattr(kernel, "spec", None), "exact", True),
+        **kernel_check_arguments(kernel),
         relabel=relabel,
     )
     mcmc.sampler.self_check_result = result

@@ -36,7 +36,7 @@ import numpy as np
 from numpyro.infer import MCMC
 
 from pplsamplers.diagnostics.checks import SelfCheck, SelfCheckWarning, self_check
-from pplsamplers.diagnostics.drift import reference_gaussian, setup_metric
+from pplsamplers.diagnostics.drift import kernel_check_arguments
 from pplsamplers.diagnostics.fixes import model_hints
 from pplsamplers.diagnostics.labelling import labelling_of, view_labels
 from pplsamplers.estimator import Estimator, with_batch_size
@@ -259,9 +259,7 @@ class Reporter:
             counted_draws=self.plan.num_samples,
             alternatives=getattr(self.owner, "check_alternatives", ("another sampler",)),
             hints=kernel_hints(self.owner),
-            reference=reference_gaussian(getattr(self.owner, "setup", None)),
-            metric=setup_metric(getattr(self.owner, "setup", None)),
-            exact=getattr(getattr(self.owner, "spec", None), "exact", True),
+            **kernel_check_arguments(self.owner),
             relabel=labelling_of(self.owner),
             values=values,
             value_noise=noise,
