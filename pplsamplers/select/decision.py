@@ -58,7 +58,7 @@ class Decision(NamedTuple):
     scores : dict
         ``{candidate: score}``: competence levels (rules) or ESS per epoch (pilot).
     features : ModelFeatures
-        The :class:`~pplsamplers.select.features.ModelFeatures` the choice was made from.
+        The :class:`~pplsamplers.select.ModelFeatures` the choice was made from.
     ranking : tuple of Candidate
         Every candidate considered, best first, with its own reasons.
     strategy : {"rules", "pilot"}, default "rules"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -29,96 +29,12 @@ from pplsamplers.model import (
     make_potential,
     no_dimension_error,
 )
+from pplsamplers.select.model_features import ModelFeatures
 from pplsamplers.types import Array, PRNGKey
 from pplsamplers.warmup import ModeStage, find_map
 from pplsamplers.warmup.modes import count_modes
 
 PROBE_STEPS = (-3.0, -2.0, -1.0, 1.0, 2.0, 3.0)
-
-
-class ModelFeatures(NamedTuple):
-    """What the selector knows about a model; each field says why it matters.
-
-    Parameters
-    ----------
-    num_data : N.  Below a few thousand data a full-batch NUTS gradient is cheap and exact, so
-        subsampling buys little and costs bias.
-    subsample_size : n; with N it fixes the cost of a minibatch evaluation (``cost_ratio``).
-    dim : D, the number of unconstrained dimensions; dense-curvature methods cost O(D²).
-    has_data_plate : without one there is nothing to subsample, and NUTS is the right tool.
-    discrete_sites : discrete latent sites, which no gradient-based sampler can move.
-    constrained_sites : sites sampled through a bijection (e.g. a positive scale), whose
-        Jacobian skews the unconstrained posterior near the boundary.
-    cost_ratio : n/N, the cost of a minibatch gradient relative to a full-data one.
-    curvature_spread : max/min of the diagonal Hessian at the MAP.  Large spreads hurt isotropic
-        samplers (SGLD, SBPS, BPS) and call for diagonal preconditioning (pSBPS, σBPS, pSGLD)
-        or per-coordinate steps (SGBD).
-    correlation_condition : condition number of the Hessian's correlation matrix: large values
-        mean correlations only a dense metric (HAMCMC) or a Gaussian reference (Boomerang) removes.
-    gradient_noise_ratio : median over coordinates of sd(minibatch gradient noise)/√H_jj at the
-        MAP, the noise relative to the gradient one posterior sd from the mode; large ratios
-        make minibatch PDMP rates and SGLD noisy, and control variates remove most of it.
-    quadratic_misfit : worst relative error of the Laplace prediction t²/2 of U along random
-        directions at t = ±1, ±2, ±3 posterior sds (0 for a Gaussian); Boomerang's reference
-        and control variates pay off when it is small.
-    skewness : worst |ΔU(t) − ΔU(−t)| / (ΔU(t) + ΔU(−t)) along the probe directions; SGBD's
-        Barker moves beat Langevin on skewed posteriors (Mauri & Zanella §5).
-    tail_growth : smallest (ΔU(3) + ΔU(−3)) / 9: 1 for Gaussian tails, < 1 for heavier ones.
-    gradient_kurtosis : largest kurtosis of the per-example gradients at the MAP: heavy-tailed
-        covariates give wild gradients that destabilise SGLD (SGBD's bounded moves tolerate them).
-    max_curvature : largest eigenvalue of the Hessian at the MAP: 1/λ_max is the squared width
-        of the narrowest direction, which bounds every explicit step size (SGLD, HAMCMC's start).
-    mode_count : separated optima found (:func:`~pplsamplers.warmup.modes.count_modes`).  Every
-        other probe is local to one mode; above 1, a Laplace reference (Boomerang) and control
-        variates anchored at the MAP describe only part of the posterior.
-    map_position : the MAP (flat, unconstrained) used by the probes; reused as Boomerang/CV anchor.
-    curvature_diagonal : diagonal Hessian at the MAP: 1/√H_jj is a coordinate's conditional
-        posterior sd, the natural per-coordinate step scale (SGBD's σ_j).
-    gradient_noise_sd : per-coordinate sd of the minibatch gradient at the MAP (SGBD's τ_j),
-        which caps the Barker step where the noise correction stays valid (τ_j σ_j < 1.702).
-    edge_sites : observed sites whose support depends on the latents (``y ~ Uniform(0, θ)``):
-        a hard edge at the data that no minibatch sees.  The probes are skipped (NaN).
-    laplace_weight_sd : sd of the log importance weights of Laplace draws (the shared warmup's
-        check, :func:`~pplsamplers.warmup.variational.laplace_misfit`): 0 for a Gaussian, large
-        where the joint mode sits away from the mass.  Unlike ``quadratic_misfit`` it weighs
-        every direction at once.  NaN where AutoSampler skips the shared warmup.
-    local_sites : latent sites inside the data plate (per-datum latents), which no minibatch
-        kernel can subsample; the probes are skipped (NaN).
-    full_data_reason : why only NUTS can run the model (e.g. no latent dimension); or empty.
-    group_structure : the group effects the shared warmup found and modelled (its arrowhead
-        Gaussian at the nested Laplace centre, converged), or empty."""
-
-    num_data: int
-    subsample_size: int
-    dim: int
-    has_data_plate: bool
-    discrete_sites: tuple[str, ...]
-    constrained_sites: tuple[str, ...]
-    cost_ratio: float
-    curvature_spread: float
-    correlation_condition: float
-    gradient_noise_ratio: float
-    quadratic_misfit: float
-    skewness: float
-    tail_growth: float
-    gradient_kurtosis: float
-    max_curvature: float = float("nan")
-    mode_count: int = 1
-    map_position: Array | None = None
-    curvature_diagonal: Array | None = None
-    gradient_noise_sd: Array | None = None
-    edge_sites: tuple[str, ...] = ()
-    laplace_weight_sd: float = float("nan")
-    local_sites: tuple[str, ...] = ()
-    full_data_reason: str = ""
-    group_structure: str = ""
-
-    def as_dict(self) -> dict[str, object]:
-        """Printable (scalar) features, without the per-coordinate vectors."""
-        out = self._asdict()
-        for vector in ("map_position", "curvature_diagonal", "gradient_noise_sd"):
-            out.pop(vector)
-        return out
 
 
 def _hessian_diagonal(hvp: Callable[[Array], Array], dim: int, key: PRNGKey, dtype) -> Array:
