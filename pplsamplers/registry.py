@@ -80,6 +80,12 @@ class SamplerSpec(NamedTuple):
         Whether it runs on minibatches (NUTS does not).
     selectable
         Whether ``AutoSampler`` considers it.
+
+    Examples
+    --------
+    >>> spec = SAMPLERS["psgld"]
+    >>> spec.build.__name__, dict(spec.options), spec.minibatch, spec.exact
+    ('SGLD', {'preconditioned': True}, True, False)
     """
 
     name: str
@@ -138,6 +144,17 @@ def make_kernel(name: str, model: Callable, **options: Any) -> MCMCKernel:
     -------
     MCMCKernel
         The sampler, ready for ``numpyro.infer.MCMC``.
+
+    Examples
+    --------
+    >>> import numpyro, numpyro.distributions as dist
+    >>> def model(y=None):
+    ...     mu = numpyro.sample("mu", dist.Normal(0.0, 10.0))
+    ...     with numpyro.plate("data", 100):
+    ...         numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
+    >>> kernel = make_kernel("pSGLD", model, step_size=None)  # None: SGLD's default step
+    >>> type(kernel).__name__, kernel.options.preconditioned, kernel.options.step_size
+    ('SGLD', True, 'auto')
     """
     spec = SAMPLERS.get(name.lower())
     if spec is None:

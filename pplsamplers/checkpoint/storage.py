@@ -31,6 +31,11 @@ class CheckpointError(RuntimeError):
     ----------
     *args : str
         The message (one string): what is wrong and, where there is one, what to do about it.
+
+    Examples
+    --------
+    >>> issubclass(CheckpointError, RuntimeError)
+    True
     """
 
 

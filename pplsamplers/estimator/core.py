@@ -142,6 +142,16 @@ class Estimator(NamedTuple):
         The globals and group blocks that each datum's term reads, with each datum's group
         (:class:`~pplsamplers.estimator.blocks.Blocks`), or ``None``: with them
         :meth:`per_example_moments` costs O((p + k) n), not O(n D).
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> from pplsamplers.datasets import tiny_estimator
+    >>> est = tiny_estimator(2, N=9)  # U(x) = ½‖x‖² + Σ_i ½(y_i − x₀)², y_i on [−1, 1]
+    >>> est.N, est.n, est.dim, est.full_batch
+    (9, 9, 2, True)
+    >>> round(float(est.value(jnp.zeros(2), jnp.arange(9))), 4)
+    1.875
     """
 
     model_terms: Terms

@@ -35,6 +35,14 @@ class Potential(NamedTuple):
         dict of constrained sites -> x (``None`` for a hand-built potential).
     draw_init : callable or None, default None
         ``key -> x``, random starting points (the model's init strategy), or ``None``.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> from pplsamplers.datasets import tiny_estimator
+    >>> potential = Potential(tiny_estimator(2, N=9), init_position=jnp.zeros(2))
+    >>> potential.dim, potential.N, potential.constrain(jnp.ones(2))["x"].tolist()
+    (2, 9, [1.0, 1.0])
     """
 
     estimator: Estimator

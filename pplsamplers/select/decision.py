@@ -65,6 +65,26 @@ class Decision(NamedTuple):
         ``"rules"`` or ``"pilot"``.
     pilot : dict, default {}
         Pilot measurements per candidate (empty for rules): ESS/epoch, KSD, rejected flag.
+
+    Examples
+    --------
+    AutoSampler builds one; by hand, from the rules' ranking of some features:
+
+    >>> from pplsamplers import ModelFeatures
+    >>> f = ModelFeatures(num_data=10_000, subsample_size=100, dim=5, has_data_plate=True,
+    ...                   discrete_sites=(), constrained_sites=(), cost_ratio=0.01,
+    ...                   curvature_spread=3.0, correlation_condition=2.0,
+    ...                   gradient_noise_ratio=0.5, quadratic_misfit=0.02, skewness=0.01,
+    ...                   tail_growth=1.0, gradient_kurtosis=3.0)
+    >>> from pplsamplers import rank_candidates
+    >>> ranking = tuple(rank_candidates(f))
+    >>> best = ranking[0]
+    >>> d = Decision(best.name, best.params, best.reasons,
+    ...              {c.name: c.score for c in ranking}, f, ranking)
+    >>> d.explain().splitlines()[0]
+    'AutoSampler (rules) chose: boomerang'
+    >>> d.to_attrs()["pplsamplers_auto_kernel"]
+    'boomerang'
     """
 
     kernel: str

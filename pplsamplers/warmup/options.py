@@ -57,6 +57,18 @@ class SetupOptions:
     needs_mode : bool, default False
         The kernel reads the mode (its automatic step or reference): search for it even where
         neither the preconditioner nor the control variate needs it.
+
+    Examples
+    --------
+    Construction checks the options without tracing the model:
+
+    >>> from pplsamplers.datasets.tiny import normal_mean
+    >>> SetupOptions(normal_mean, subsample_size=10).subsample_size
+    10
+    >>> SetupOptions(normal_mean, subsample_size=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: subsample_size must be a positive integer; got 0.
     """
 
     model: Callable | None
