@@ -315,6 +315,7 @@ def run_cell(
     ref: dict[str, dict[str, np.ndarray]] | None = None,
     seed: int = SEED,
     options: dict[str, Any] | None = None,
+    setups: list | None = None,
 ) -> Cell:
     """Run ``sampler`` with default options on ``model``; compare with ``ref``.
 
@@ -323,6 +324,12 @@ def run_cell(
     raised during the run and the check is recorded.  An exception is caught and stored in
     ``Cell.error`` so that each test of the cell reports it.  ``options`` go to the kernel
     (none: its defaults).
+
+    ``setups``: a list of the shared warmups (:class:`pplsamplers.warmup.Setup`) of earlier
+    runs on the same data; a kernel whose set-up options equal one of theirs is handed that
+    set-up (``setup=``, as AutoSampler hands its own to the kernel it chooses) instead of
+    computing the same deterministic mode, curvature and probes again, and a new one is
+    added.  The cells' wall times then exclude a set-up shared with an earlier cell.
     """
     spec = MODELS[model]
     cell = Cell(sampler, model)
@@ -333,6 +340,9 @@ def run_cell(
         warnings.simplefilter("always")
         try:
             kernel = make_kernel(sampler, model_fn, **(options or {}))
+            shared = _shared_setup(kernel, setups)
+            if shared is not None:
+                kernel = make_kernel(sampler, model_fn, setup=shared, **(options or {}))
             mcmc = MCMC(
                 kernel,
                 num_warmup=spec["warmup"] if warmup is None else warmup,
@@ -346,6 +356,8 @@ def run_cell(
             # the documented end of every run: the self-check (to_arviz and the CLI run it
             # too); it warns with one line when the run looks wrong
             check_run(mcmc)
+            if setups is not None and shared is None and hasattr(kernel, "setup_options"):
+                setups.append((kernel.setup_options, kernel.setup))
             decision = getattr(kernel, "decision", None)
             cell.chosen = None if decision is None else decision.kernel
         except Exception as exc:  # noqa: BLE001 - reported by every test of the cell
@@ -359,10 +371,25 @@ def run_cell(
     return cell
 
 
+def _shared_setup(kernel: Any, setups: list | None) -> Any:
+    """The set-up of ``setups`` computed with ``kernel``'s set-up options, or ``None``."""
+    options = getattr(kernel, "setup_options", None)  # AutoSampler computes its own
+    if setups is None or options is None:
+        return None
+    return next((setup for known, setup in setups if known == options), None)
+
+
+@functools.cache
+def _setups(model: str) -> list:
+    """The shared warmups of a model's cells in this process (:func:`run_cell`'s ``setups``)."""
+    return []
+
+
 @functools.cache
 def cell(sampler: str, model: str) -> Cell:
-    """The suite's run of ``(sampler, model)``, once per process."""
-    return run_cell(sampler, model)
+    """The suite's run of ``(sampler, model)``, once per process; cells whose kernels ask for
+    the same set-up share it (:func:`run_cell`)."""
+    return run_cell(sampler, model, setups=_setups(model))
 
 
 GROUP_TOL = 0.15
