@@ -26,6 +26,7 @@ from numpyro.infer import MCMC
 from numpyro.infer.mcmc import MCMCKernel
 
 from pplsamplers.estimator import Estimator, build_estimator
+from pplsamplers.select.model_features import ModelFeatures
 from pplsamplers.types import Array
 
 
@@ -143,11 +144,32 @@ def tiny_mixture(per_component: int = 500) -> tuple[Callable[..., None], tuple[A
     return mixture, (y + 3 * jax.random.normal(jax.random.key(0), y.shape),)
 
 
+def tiny_features(**changes: object) -> ModelFeatures:
+    """The :class:`~pplsamplers.ModelFeatures` of a near-Gaussian posterior with many data
+    (N = 10⁴, n = 100, D = 5, one mode, small misfit and skewness), with ``changes`` applied:
+    the selection examples' record.
+
+    Examples
+    --------
+    >>> f = tiny_features(num_data=1_000)
+    >>> f.num_data, f.cost_ratio, f.mode_count
+    (1000, 0.01, 1)
+    """
+    features = ModelFeatures(
+        num_data=10_000, subsample_size=100, dim=5, has_data_plate=True, discrete_sites=(),
+        constrained_sites=(), cost_ratio=0.01, curvature_spread=3.0, correlation_condition=2.0,
+        gradient_noise_ratio=0.5, quadratic_misfit=0.02, skewness=0.01, tail_growth=1.0,
+        gradient_kurtosis=3.0,
+    )  # fmt: skip
+    return features._replace(**changes)
+
+
 __all__ = [
     "linear",
     "mixture",
     "normal_mean",
     "tiny_estimator",
+    "tiny_features",
     "tiny_linear",
     "tiny_mixture",
     "tiny_regression",

@@ -90,12 +90,8 @@ class ModelFeatures(NamedTuple):
 
     Examples
     --------
-    >>> from pplsamplers import ModelFeatures
-    >>> f = ModelFeatures(num_data=10_000, subsample_size=100, dim=5, has_data_plate=True,
-    ...                   discrete_sites=(), constrained_sites=(), cost_ratio=0.01,
-    ...                   curvature_spread=3.0, correlation_condition=2.0,
-    ...                   gradient_noise_ratio=0.5, quadratic_misfit=0.02, skewness=0.01,
-    ...                   tail_growth=1.0, gradient_kurtosis=3.0)
+    >>> from pplsamplers.datasets.tiny import tiny_features
+    >>> f = tiny_features()  # a near-Gaussian posterior with N = 10⁴ data
     >>> f.as_dict()["cost_ratio"], f.mode_count
     (0.01, 1)
     """
