@@ -6,7 +6,8 @@
 on raw covariates (an age, a log income, a flag, as in :mod:`models.mixed_glm`) and
 lognormal group sizes from 1 row to a few percent of N (:func:`models.mixed_glm.group_sizes`).
 The group effects are non-centred, as NumPyro's examples write them, so the posterior has the
-funnel-like coupling of τ and z that hierarchical models have.
+funnel-like coupling of τ and z that hierarchical models have; ``centred=True`` writes them
+centred, u_g ~ N(0, τ²) (the same posterior), and records z = u / τ as a deterministic site.
 
 Given τ, the latents θ = (α, β, z) are jointly Gaussian: with A(τ) = [1, X, τ·onehot(g)] the
 posterior precision is P(τ) = Λ₀ + AᵀA/σ², an arrowhead (a diagonal z block and a 4-wide
@@ -38,21 +39,31 @@ COEFFICIENTS = (1.0, 0.03, 0.2, 0.5)
 PRIOR_SD = 10.0
 
 
-def model(X, group, y=None, *, num_groups: int, noise_sd: float = NOISE_SD):
+def model(X, group, y=None, *, num_groups: int, noise_sd: float = NOISE_SD, centred: bool = False):
     """The varying-intercept Gaussian model; the data plate runs over the rows."""
     alpha = numpyro.sample("alpha", dist.Normal(0.0, PRIOR_SD))
     beta = numpyro.sample("beta", dist.Normal(0.0, PRIOR_SD).expand([X.shape[1]]).to_event(1))
     tau = numpyro.sample("tau", dist.HalfNormal(1.0))
     with numpyro.plate("groups", num_groups):
-        z = numpyro.sample("z", dist.Normal(0.0, 1.0))
+        if centred:
+            u = numpyro.sample("u", dist.Normal(0.0, tau))
+            numpyro.deterministic("z", u / tau)
+        else:
+            u = tau * numpyro.sample("z", dist.Normal(0.0, 1.0))
     with numpyro.plate("data", X.shape[0]):
-        numpyro.sample("y", dist.Normal(alpha + X @ beta + tau * z[group], noise_sd), obs=y)
+        numpyro.sample("y", dist.Normal(alpha + X @ beta + u[group], noise_sd), obs=y)
 
 
 def load_data(
-    N: int = 20_000, num_groups: int = 5_000, seed: int = 0, dtype=jnp.float32
+    N: int = 20_000,
+    num_groups: int = 5_000,
+    seed: int = 0,
+    dtype=jnp.float32,
+    centred: bool = False,
+    noise_sd: float = NOISE_SD,
 ) -> tuple[tuple, dict]:
-    """Simulated data: ``((X, group, y), {"num_groups": G})``, rows in group order."""
+    """Simulated data: ``((X, group, y), {"num_groups": G})``, rows in group order (and
+    ``"centred": True``, ``"noise_sd"`` in the keywords where they are not the defaults)."""
     if N < 2 * num_groups:
         raise ValueError(f"N must be at least twice num_groups; got N={N}, G={num_groups}.")
     rng = np.random.default_rng(seed)
@@ -61,9 +72,10 @@ def load_data(
     alpha, *beta = COEFFICIENTS
     effects = TAU * rng.normal(size=num_groups)
     mean = alpha + X @ np.asarray(beta) + effects[group]
-    y = mean + NOISE_SD * rng.normal(size=N)
+    y = mean + noise_sd * rng.normal(size=N)
     args = (jnp.asarray(X, dtype), jnp.asarray(group, jnp.int32), jnp.asarray(y, dtype))
-    return args, {"num_groups": num_groups}
+    kwargs = {"num_groups": num_groups, **({"centred": True} if centred else {})}
+    return args, {**kwargs, **({} if noise_sd == NOISE_SD else {"noise_sd": noise_sd})}
 
 
 def _conditional(
@@ -120,12 +132,13 @@ def reference(
     prior_sd: float = PRIOR_SD,
     tau_scale: float = 1.0,
     noise_scale: float | None = None,
+    centred: bool = False,
 ) -> dict:
     """The exact posterior ``{site: {"mean", "sd"}}``: θ given τ (and σ) in closed form, τ
     ~ HalfNormal(``tau_scale``) on a grid of ``grid`` points spanning ±8 sds of its marginal
     posterior.  With ``noise_scale``, σ ~ HalfNormal(``noise_scale``) is unknown too and
     (τ, σ) are integrated on a ``grid`` × ``grid`` product grid (a ``"sigma"`` entry is added);
-    otherwise σ = ``noise_sd``."""
+    otherwise σ = ``noise_sd``.  ``centred`` writes the same posterior (z = u / τ)."""
     X, group, y = (np.asarray(a, dtype=float) for a in (X, group, y))
     group = group.astype(int)
     X = X.reshape(len(y), -1)

@@ -57,6 +57,10 @@ class SetupOptions:
     needs_mode : bool, default False
         The kernel reads the mode (its automatic step or reference): search for it even where
         neither the preconditioner nor the control variate needs it.
+    centring : bool, default True
+        With ``precondition="auto"``, sample each group effect written centred
+        (``theta ~ Normal(mu, tau)`` in a plate) centred or non-centred according to its
+        data (:mod:`~pplsamplers.warmup.centring`); ``False`` keeps the model as written.
 
     Examples
     --------
@@ -79,6 +83,7 @@ class SetupOptions:
     precondition: str | Array | None = "auto"
     init_strategy: Callable | None = init_to_uniform
     needs_mode: bool = False
+    centring: bool = True
 
     def __post_init__(self) -> None:
         if self.model is None and self.potential is None:

@@ -24,8 +24,9 @@ pplsamplers kernel gets the same by default, in stages:
    scale, so each kernel's unit-scale defaults hold on any problem.
 
 A model with group effects takes a structured path through steps 1, 2 and 5
-(:mod:`~pplsamplers.warmup.structured`): the centre is the globals' nested-Laplace mode and the
-Gaussian has an arrowhead precision, used as it is (``docs/hierarchical.md``).
+(:mod:`~pplsamplers.warmup.structured`): the centre is the globals' nested-Laplace mode, the
+Gaussian has an arrowhead precision, and a group effect written centred is sampled centred or
+non-centred by its data (:mod:`~pplsamplers.warmup.centring`; ``docs/hierarchical.md``).
 
 :func:`mode_stage` computes the mode, the scale, the mode probe and the Laplace check's
 misfit, which AutoSampler's features read too; :func:`setup` takes a mode stage computed
@@ -63,6 +64,7 @@ from pplsamplers.model import (
 )
 from pplsamplers.types import Array
 from pplsamplers.warmup.anchor import choose_control_variate
+from pplsamplers.warmup.centring import recentre
 from pplsamplers.warmup.metric import refinement
 from pplsamplers.warmup.mode import polish
 from pplsamplers.warmup.modes import search_mode
@@ -92,13 +94,8 @@ def _potential(options: SetupOptions, model_args: tuple, model_kwargs: dict) -> 
         n = options.subsample_size or (given.n if given.n < given.N else None)
         full = potential._replace(estimator=with_batch_size(given, given.N))
         return full, n, None, "random rows (a given potential)"
-    view = inspect(
-        options.model,
-        model_args,
-        model_kwargs,
-        data_plate=options.data_plate,
-        **({} if options.init_strategy is None else {"init_strategy": options.init_strategy}),
-    )
+    init = {} if options.init_strategy is None else {"init_strategy": options.init_strategy}
+    view = inspect(options.model, model_args, model_kwargs, data_plate=options.data_plate, **init)
     if view.info.edge_sites:
         raise edge_error(view.info.edge_sites, "a minibatch sampler")
     validate_data(view)  # one pass over N, before the shuffle: errors name the user's rows
@@ -106,8 +103,7 @@ def _potential(options: SetupOptions, model_args: tuple, model_kwargs: dict) -> 
     potential = make_potential(shuffled or view, check_data=False)
     if shuffled is not None:
         potential = potential._replace(estimator=with_contiguous_blocks(potential.estimator))
-    n = options.subsample_size or view.info.model_subsample_size
-    N = potential.N
+    n, N = options.subsample_size or view.info.model_subsample_size, potential.N
     if n is not None and not 0 < n <= N:
         raise ValueError(
             f"subsample_size must satisfy 0 < subsample_size <= N = {N} (the size of plate "
@@ -230,6 +226,7 @@ def mode_stage(options: SetupOptions, model_args: tuple, model_kwargs: dict) -> 
     ((2,), 1, True)
     """
     model_args, model_kwargs = tuple(model_args), dict(model_kwargs or {})
+    arguments = (model_args, model_kwargs)
     potential, n, view, rows = _potential(options, model_args, model_kwargs)
     estimator, N, dim = potential.estimator, potential.N, potential.dim
     notes: dict[str, str] = {"minibatch_rows": rows}
@@ -253,9 +250,8 @@ def mode_stage(options: SetupOptions, model_args: tuple, model_kwargs: dict) -> 
         structure, found = structured_fit(potential, mode, jax.random.PRNGKey(SEED + 6))
         notes["structure"] = found if structure is not None else f"none: {found}"
     if structure is not None:
-        return _structured_stage(
-            potential, n, view, rows, notes, structure, choice, (model_args, model_kwargs)
-        )
+        stage = _structured_stage(potential, n, view, rows, notes, structure, choice, arguments)
+        return recentre(stage, options, lambda changed: mode_stage(changed, *arguments))
     center = mode if mode is not None else jnp.zeros(dim, dtype)
     info: dict[str, Any] = {}
     if precondition is None:
@@ -303,7 +299,7 @@ def mode_stage(options: SetupOptions, model_args: tuple, model_kwargs: dict) -> 
         _check_narrowed(estimator, whitening, info, notes)
     return ModeStage(
         potential, n, view, rows, MappingProxyType(notes), mode, whitening, anchor,
-        mode_count, misfit, (model_args, model_kwargs),
+        mode_count, misfit, arguments,
     )  # fmt: skip
 
 

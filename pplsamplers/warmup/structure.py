@@ -43,7 +43,7 @@ COUPLING_TOLERANCE = 1e-6
 are taken to couple."""
 
 
-def _site_coordinates(potential: Potential) -> dict[str, np.ndarray]:
+def site_coordinates(potential: Potential) -> dict[str, np.ndarray]:
     """Each latent site's flat coordinates, shaped like its unconstrained value."""
     dim = potential.dim
     sites = potential.unravel(jnp.arange(dim, dtype=jnp.result_type(float)))
@@ -60,7 +60,7 @@ def _local_sites(
     grads = np.abs(np.asarray(jax.jit(estimator.per_example_grads)(x, rows)))
     reads = grads > 1e-12 * (1.0 + grads.max())
     found = []
-    for name, coords in _site_coordinates(potential).items():
+    for name, coords in site_coordinates(potential).items():
         stride = coords.shape[-1] if coords.ndim >= 2 else 1
         flat = coords.reshape(-1)
         groups = flat.size // stride
@@ -167,4 +167,4 @@ def coupling_check(
     return f"the groups couple (the arrowhead misses {mismatch:.2g} of a Hessian product)"
 
 
-__all__ = ["MAX_GLOBALS", "MIN_GROUPS", "coupling_check", "find_blocks"]
+__all__ = ["MAX_GLOBALS", "MIN_GROUPS", "coupling_check", "find_blocks", "site_coordinates"]

@@ -61,6 +61,9 @@ class StructuredFit(NamedTuple):
         ∇²Σ_i ℓ_i at c (arrowhead), for the second-order control variate.
     curvature
         diag(Lᵀ ∇²U(c) L): U's curvature along each whitened coordinate.
+    prior_hessian
+        The Hessian of the prior and Jacobian terms at c (arrowhead): with
+        ``likelihood_hessian``, how much each group effect learns from its data.
     converged
         Whether the nested Laplace search converged.
     notes
@@ -71,6 +74,7 @@ class StructuredFit(NamedTuple):
     whitening: BlockWhitening
     likelihood_hessian: BlockHessian
     curvature: Array
+    prior_hessian: BlockHessian
     converged: bool
     notes: dict[str, str]
 
@@ -122,7 +126,8 @@ def structured_fit(
     couples = coupling_check(potential, fit.center, fit.hessian, check_key)
     if couples is not None:
         return None, couples
-    likelihood = fit.hessian - _prior_hessian(estimator, fit.center, blocks)
+    prior = _prior_hessian(estimator, fit.center, blocks)
+    likelihood = fit.hessian - prior
     whitening = block_whitening(fit.center, fit.hessian, fit.global_precision, REL_FLOOR)
     floored = int(num_floored(fit.hessian.A, REL_FLOOR)) + int(
         num_floored(fit.global_precision, REL_FLOOR)
@@ -142,7 +147,9 @@ def structured_fit(
         ),
     }
     curvature = whitened_curvature_diagonal(whitening, fit.hessian)
-    return StructuredFit(blocks, whitening, likelihood, curvature, fit.converged, notes), found
+    return StructuredFit(
+        blocks, whitening, likelihood, curvature, prior, fit.converged, notes
+    ), found
 
 
 __all__ = ["STRUCTURED_NOISE_TARGET", "StructuredFit", "structured_fit"]

@@ -98,6 +98,17 @@ MODELS: dict[str, dict[str, Any]] = {
         float32=True,
         reference="exact",
     ),
+    # the same model written centred (u ~ N(0, τ²), z = u / τ recorded), noise sd 3: most of
+    # the 200 groups are barely informed, a funnel; the set-up centres each group by its data
+    "mixed_centred": dict(
+        module="gaussian_mixed",
+        data=dict(N=2_000, num_groups=200, seed=13, centred=True, noise_sd=3.0),
+        size_arg="N",
+        warmup=300,
+        draws=500,
+        float32=True,
+        reference="exact",
+    ),
     # a discrete latent per datum, marked for enumeration (models/mixture.py, zero_inflated.py)
     "mixture": dict(
         module="mixture",
@@ -224,6 +235,7 @@ class Cell:
     rms_sd_err: dict[str, float] = field(default_factory=dict)
     """Per site, the root mean square over its coordinates of |sd ratio − 1|."""
     chosen: str | None = None
+    notes: dict = field(default_factory=dict)
     """The sampler AutoSampler chose (``sampler == "auto"`` only)."""
 
     @property
@@ -358,6 +370,7 @@ def run_cell(
             check_run(mcmc)
             if setups is not None and shared is None and hasattr(kernel, "setup_options"):
                 setups.append((kernel.setup_options, kernel.setup))
+            cell.notes = dict(getattr(getattr(kernel, "setup", None), "notes", None) or {})
             decision = getattr(kernel, "decision", None)
             cell.chosen = None if decision is None else decision.kernel
         except Exception as exc:  # noqa: BLE001 - reported by every test of the cell
