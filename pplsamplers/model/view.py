@@ -338,10 +338,13 @@ def flatten_init_params(view_or_potential: Any, init_params: Any) -> Array:
             "init_params is a dict but this potential was not built from a model; pass a flat "
             f"array of its {dim} unconstrained values."
         )
+    moved = {n: f"; '{n}' is sampled as '{n}_decentered'" for n in init_params}  # centring
     problems = [
-        f"unknown site '{name}' (the latent sites are {sorted(shapes)})"
-        for name in init_params
-        if name not in shapes
+        f"unknown site '{n}' (the latent sites are {sorted(shapes)}"
+        + (moved[n] if f"{n}_decentered" in shapes else "")
+        + ")"
+        for n in init_params
+        if n not in shapes
     ]
     problems += [f"site '{name}' is missing" for name in shapes if name not in init_params]
     values = {}

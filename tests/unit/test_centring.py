@@ -67,6 +67,9 @@ def test_a_funnel_is_sampled_in_the_chosen_coordinates_and_the_output_keeps_the_
     samples = mcmc.get_samples()
     assert samples["u"].shape == samples["z"].shape == (50, 100)
     np.testing.assert_allclose(samples["z"] * samples["tau"][:, None], samples["u"], rtol=1e-9)
+    init = {name: samples[name][0] for name in ("alpha", "beta", "tau", "u")}
+    with pytest.raises(ValueError, match="'u' is sampled as 'u_decentered'"):
+        mcmc.run(jax.random.key(1), *args, init_params=init, **kwargs)
 
 
 def test_a_model_the_gaussian_fits_as_written_is_kept():
