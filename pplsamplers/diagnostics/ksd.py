@@ -213,6 +213,14 @@ def full_data_scores(estimator: Estimator, positions: Array) -> Array:
     -------
     Array
         The scores, shape ``(m, D)``.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> from pplsamplers.datasets import tiny_estimator
+    >>> estimator = tiny_estimator(2)  # U(x) = ½‖x‖², so the score is −x
+    >>> full_data_scores(estimator, jnp.array([[1.0, -2.0], [0.5, 3.0]])).tolist()
+    [[-1.0, 2.0], [-0.5, -3.0]]
     """
     return -lax.map(lambda x: estimator.full_value_and_grad(x)[1], positions)
 
