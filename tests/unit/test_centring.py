@@ -62,7 +62,8 @@ def test_a_funnel_is_sampled_in_the_chosen_coordinates_and_the_output_keeps_the_
     sds = [float(word.rstrip(",")) for word in note.split("log-weight sd ")[1].split()[:2]]
     assert sds[0] < 1.0 < sds[1], note  # the chosen coordinates fit, the written ones do not
     assert "u_decentered" in result.potential.unravel(result.whitening.center)
-    mcmc = MCMC(Boomerang(gaussian_mixed.model), num_warmup=50, num_samples=50, progress_bar=False)
+    kernel = Boomerang(gaussian_mixed.model, setup=result)  # the set-up above, not another
+    mcmc = MCMC(kernel, num_warmup=50, num_samples=50, progress_bar=False)
     mcmc.run(jax.random.key(0), *args, **kwargs)
     samples = mcmc.get_samples()
     assert samples["u"].shape == samples["z"].shape == (50, 100)
