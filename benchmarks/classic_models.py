@@ -2,7 +2,8 @@
 
 Small-N models whose geometry is not Gaussian, which NumPyro's own examples and MCMC tests
 run, so that a user is likely to try them: eight schools (non-centred and centred), Neal's
-funnel (exact reference: v's mean 0 and sd 3, each x_i's mean 0 and sd e^(9/4)), a horseshoe
+funnel (exact reference: v's mean 0 and sd 3; x_i = e^(v/2) z_i is so heavy-tailed that the sd
+of 1000 exact draws reads e^(9/4) 25 % off in the median, so it is not judged), a horseshoe
 regression, the UC Berkeley admissions GLMM, stochastic volatility and a Beta probability at
 its support's edge (``models/classic.py`` describes each).
 
@@ -39,7 +40,7 @@ from tests.robustness.common import sampler_names  # noqa: E402
 def reference(name: str, model, args: tuple, cache: Path) -> dict:
     """``{site: (mean, sd)}``: exact for the funnel, else NUTS cached as JSON."""
     if name == "funnel":
-        return {"v": (np.zeros(()), np.full((), 3.0)), "x": (np.zeros(9), np.full(9, np.exp(2.25)))}
+        return {"v": (np.zeros(()), np.full((), 3.0))}
     return nuts_reference(name, model, args, cache, (2000, 3000), seed=1, target_accept_prob=0.95)
 
 

@@ -8,7 +8,7 @@ import sys
 from pplsamplers.model._components import LabelledSite, labelled_sites
 from pplsamplers.model._enumerate import ENUMERATE_FIX, largest_plate
 from pplsamplers.model._inputs import no_dimension_error
-from pplsamplers.model._reparam import centred_sites, reparameterised
+from pplsamplers.model._reparam import centred_sites, prior_precisions, reparameterised
 from pplsamplers.model._support import edge_error, with_support_checks
 from pplsamplers.model._tracing import (
     FullDataOnlyError,
@@ -61,6 +61,7 @@ __all__ = [
     "make_potential",
     "mesh_sharded",
     "model_info",
+    "prior_precisions",
     "reparameterised",
     "no_dimension_error",
     "require_concrete",

@@ -70,6 +70,8 @@ def centred_sites(
         for name, site in trace.items():
             if site["type"] != "sample" or site["is_observed"] or name not in values:
                 continue
+            if name.endswith("_decentered"):  # LocScaleReparam's own site: loc 0, scale 1
+                continue
             base = _base(site["fn"])
             family = LOC_SCALE_FAMILIES.get(type(base))
             if family is None or not is_real(site["fn"].support):
@@ -85,6 +87,32 @@ def centred_sites(
     return found
 
 
+def prior_precisions(
+    model: Callable, model_args: tuple, model_kwargs: dict, values: dict[str, Array], names: Any
+) -> dict[str, Array]:
+    """``{name: −∂² log p(value | loc, scale) / ∂value²}``, elementwise, of the sites ``names``
+    found by :func:`centred_sites`, at the latent ``values``: each site's own prior precision
+    (1 / scale² for a normal), whatever else reads the site."""
+    trace = handlers.trace(handlers.substitute(model, data=values)).get_trace(
+        *model_args, **model_kwargs
+    )
+    found = {}
+    for name in names:
+        site = trace[name]
+        base, value = _base(site["fn"]), jnp.asarray(site["value"])
+        shape = LOC_SCALE_FAMILIES[type(base)]
+        params = [base.loc, base.scale] + [getattr(base, key) for key in shape]
+        params = [jnp.broadcast_to(p, value.shape).reshape(-1) for p in params]
+
+        def log_density(t: Array, loc: Array, scale: Array, *extra: Array, family=type(base),
+                        keys=shape) -> Array:  # fmt: skip
+            return family(loc=loc, scale=scale, **dict(zip(keys, extra, strict=True))).log_prob(t)
+
+        second = jax.vmap(jax.grad(jax.grad(log_density)))(value.reshape(-1), *params)
+        found[name] = -second.reshape(value.shape)
+    return found
+
+
 def reparameterised(
     model: Callable, centredness: dict[str, tuple[Array, tuple[str, ...]]]
 ) -> Callable:
@@ -97,4 +125,4 @@ def reparameterised(
     return handlers.reparam(model, config=config)
 
 
-__all__ = ["LOC_SCALE_FAMILIES", "centred_sites", "reparameterised"]
+__all__ = ["LOC_SCALE_FAMILIES", "centred_sites", "prior_precisions", "reparameterised"]

@@ -27,20 +27,29 @@ the group effects, as a Gaussian one written centred is, the second-order contro
 exact and the minibatch gradient has no noise at all, which any reparameterisation would
 give up.  Elsewhere :func:`recentre` runs the set-up's mode stage again in the chosen
 coordinates and keeps whichever fits the Gaussian better.
+
+A model without group effects gets the same treatment for its centred sites where its Gaussian
+is poor: a funnel's ``x ~ Normal(0, exp(v / 2))`` or a shrinkage prior's
+``b ~ Normal(0, tau * lam)``, where the local scale plays the group's part.  There d and p are
+the diagonals of the likelihood's and the prior's Hessians on those sites' coordinates, from
+Hessian-vector products at the mode (at most ``MAX_DENSE`` coordinates).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from types import MappingProxyType
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pplsamplers.estimator import Potential
-from pplsamplers.model import ModelView, centred_sites, reparameterised
+from pplsamplers.estimator import Estimator, Potential
+from pplsamplers.model import ModelView, centred_sites, prior_precisions, reparameterised
+from pplsamplers.types import Array
 from pplsamplers.warmup.options import SetupOptions
 from pplsamplers.warmup.stage import ModeStage
 from pplsamplers.warmup.structure import site_coordinates
@@ -49,6 +58,9 @@ from pplsamplers.warmup.variational import MISFIT_THRESHOLD
 
 KEEP_CENTRED = 0.9
 """A site whose every group has c ≥ this (1) is kept as written."""
+MAX_DENSE = 1000
+"""Coordinates of centred sites beyond which a model without group effects is kept as written
+(each costs one Hessian-vector product with the data)."""
 
 
 class Centring(NamedTuple):
@@ -79,6 +91,33 @@ def _diagonal(fit: StructuredFit, dim: int, which: str) -> np.ndarray:
     return values
 
 
+@partial(jax.jit, static_argnums=0)
+def _hessian_diagonal(estimator: Estimator, x: Array, coordinates: Array) -> Array:
+    """∇²U's diagonal at ``x`` on ``coordinates``: one Hessian-vector product each."""
+    basis = jax.nn.one_hot(coordinates, x.shape[0], dtype=x.dtype)
+    grad = lambda y: estimator.full_value_and_grad(y)[1]
+    products = jax.vmap(lambda v: jax.jvp(grad, (x,), (v,))[1])(basis)
+    return jnp.sum(products * basis, axis=1)
+
+
+def _dense_diagonals(
+    view: ModelView, potential: Potential, x: Array, sites: dict, coordinates: dict
+) -> tuple:
+    """(everything but the site's own prior, the site's own prior) Hessian diagonals over x,
+    on the centred sites' coordinates (a model without a data plate has all of U in one
+    datum, so the prior is read from each site's distribution, not from U's split)."""
+    flat = np.concatenate([coordinates[name].reshape(-1) for name in sites])
+    total = np.asarray(_hessian_diagonal(potential.estimator, x, jnp.asarray(flat)))
+    own = prior_precisions(
+        view.model, view.model_args, view.model_kwargs, potential.constrain(x), sites
+    )
+    data, prior = np.zeros(potential.dim), np.zeros(potential.dim)
+    for name in sites:
+        prior[coordinates[name].reshape(-1)] = np.asarray(own[name], float).reshape(-1)
+    data[flat] = total - prior[flat]
+    return data, prior
+
+
 def centredness(data: np.ndarray, prior: np.ndarray) -> np.ndarray:
     """Equation (1), elementwise: d / (d + p) with negative curvatures taken as 0, and 1 (as
     written) where neither informs the element.
@@ -102,9 +141,14 @@ def _describe(name: str, c: np.ndarray) -> str:
     )
 
 
-def choose_centring(view: ModelView, potential: Potential, fit: StructuredFit) -> Centring | None:
+def choose_centring(
+    view: ModelView, potential: Potential, fit: StructuredFit | Array
+) -> Centring | None:
     """Each centred group effect's c by (1), and the model reparameterised by it where some
     group is better sampled otherwise; ``None`` where no group effect is written centred.
+
+    ``fit``: the structured fit of a model with group effects, or, for any other model, the
+    point (the mode) where every centred site's c is read from Hessian-vector products.
 
     Examples
     --------
@@ -130,16 +174,25 @@ def choose_centring(view: ModelView, potential: Potential, fit: StructuredFit) -
     >>> bool(c[0] < 0.6 < 0.9 < c[5])
     True
     """
-    values = potential.constrain(fit.center)
+    structured = isinstance(fit, StructuredFit)
+    center = fit.center if structured else fit
+    values = potential.constrain(center)
     sites = centred_sites(view.model, view.model_args, view.model_kwargs, values)
     if not sites:
         return None
     coordinates = site_coordinates(potential)
     in_groups = np.zeros(potential.dim, bool)
-    in_groups[np.asarray(fit.blocks.groups).reshape(-1)] = True
-    data = _diagonal(fit, potential.dim, "likelihood")
-    prior = _diagonal(fit, potential.dim, "prior")
-    dtype = fit.center.dtype
+    if structured:
+        in_groups[np.asarray(fit.blocks.groups).reshape(-1)] = True
+        data = _diagonal(fit, potential.dim, "likelihood")
+        prior = _diagonal(fit, potential.dim, "prior")
+    elif sum(coordinates[name].size for name in sites) > MAX_DENSE:
+        return None
+    else:
+        for name in sites:
+            in_groups[coordinates[name].reshape(-1)] = True
+        data, prior = _dense_diagonals(view, potential, center, sites, coordinates)
+    dtype = center.dtype
     chosen, found, notes = {}, {}, []
     for name, shape in sites.items():
         flat = coordinates[name]
@@ -160,26 +213,32 @@ def choose_centring(view: ModelView, potential: Potential, fit: StructuredFit) -
 def recentre(
     stage: ModeStage, options: SetupOptions, rerun: Callable[[SetupOptions], ModeStage]
 ) -> ModeStage:
-    """``stage`` (a structured mode stage of the model as written), or the stage that
-    ``rerun`` computes for the model reparameterised by :func:`choose_centring` where the
-    model's own coordinates fit the Gaussian poorly and the chosen ones fit it better; the
-    ``centring`` note says which, with both Laplace log-weight sds."""
-    if not options.centring or stage.view is None or stage.structure is None:
+    """``stage`` (the mode stage of the model as written), or the stage that ``rerun``
+    computes for the model reparameterised by :func:`choose_centring` where the model's own
+    coordinates fit the Gaussian poorly and the chosen ones fit it better; the ``centring``
+    note says which, with both Laplace log-weight sds."""
+    written = stage.laplace_misfit
+    if not options.centring or stage.view is None or written is None:
         return stage
-    centring = choose_centring(stage.view, stage.potential, stage.structure)
+    degenerate = "degenerate_mode" in stage.notes
+    if stage.structure is None and written <= MISFIT_THRESHOLD and not degenerate:
+        return stage  # the Gaussian fits; no Hessian-vector products spent
+    point = stage.structure if stage.structure is not None else stage.whitening.center
+    centring = choose_centring(stage.view, stage.potential, point)
     if centring is None:
         return stage
-    written, note, chosen = stage.laplace_misfit, centring.note, stage
-    if centring.model is not None and written <= MISFIT_THRESHOLD:
+    note, chosen = centring.note, stage
+    if centring.model is not None and written <= MISFIT_THRESHOLD and not degenerate:
         note = f"kept as written: the Gaussian fits its coordinates (log-weight sd {written:.2g})"
     elif centring.model is not None:
         other = rerun(replace(options, model=centring.model, centring=False))
         misfit = float("inf") if other.laplace_misfit is None else other.laplace_misfit
-        chosen = other if misfit < written else stage
+        worse = ("degenerate_mode" in other.notes, misfit) >= (degenerate, written)
+        chosen = stage if worse else other
         note += f"; Laplace log-weight sd {misfit:.2g}, {written:.2g} as written" + (
             "" if chosen is other else ": kept as written"
         )
     return chosen._replace(notes=MappingProxyType({**chosen.notes, "centring": note}))
 
 
-__all__ = ["KEEP_CENTRED", "Centring", "centredness", "choose_centring", "recentre"]
+__all__ = ["KEEP_CENTRED", "MAX_DENSE", "Centring", "centredness", "choose_centring", "recentre"]

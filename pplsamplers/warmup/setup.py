@@ -297,10 +297,11 @@ def mode_stage(options: SetupOptions, model_args: tuple, model_kwargs: dict) -> 
     if mode is not None and estimated:
         misfit = laplace_check(jax.random.PRNGKey(SEED + 4), estimator, whitening)
         _check_narrowed(estimator, whitening, info, notes)
-    return ModeStage(
+    stage = ModeStage(
         potential, n, view, rows, MappingProxyType(notes), mode, whitening, anchor,
         mode_count, misfit, arguments,
     )  # fmt: skip
+    return recentre(stage, options, lambda changed: mode_stage(changed, *arguments))
 
 
 def setup(
