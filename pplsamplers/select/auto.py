@@ -14,6 +14,7 @@ from pplsamplers.infer.monitor import driving_mcmc
 from pplsamplers.model import (
     FullDataOnlyError,
     LocalLatentError,
+    ModelView,
     as_jax_arguments,
     discrete_latent_sites,
     inspect,
@@ -27,7 +28,7 @@ from pplsamplers.select.competence import SMALL_N, rank_candidates
 from pplsamplers.select.decision import SUBSAMPLING_ONLY, Decision, check_overrides
 from pplsamplers.select.features import full_data_features, local_latent_features, model_features
 from pplsamplers.select.pilot import PilotOptions, run_pilot
-from pplsamplers.select.start import with_nuts_start
+from pplsamplers.select.start import recentred_for_nuts, with_nuts_start
 from pplsamplers.types import PRNGKey
 from pplsamplers.warmup import SHARED_OPTIONS, ModeStage, SetupOptions
 
@@ -262,11 +263,11 @@ class AutoSampler(MCMCKernel):
         else:  # full-data NUTS: minibatch options dropped, the chains start at the best mode
             ignored = sorted(k for k in SUBSAMPLING_ONLY if overrides.pop(k, None) is not None)
             if ignored:
-                warnings.warn(
-                    f"AutoSampler chose full-data NUTS, which ignores {ignored}.", stacklevel=4
-                )
+                warnings.warn(f"AutoSampler's NUTS ignores {ignored}.", stacklevel=4)
+            view = recentred_for_nuts(view, self._setup_options())  # a funnel: re-centred
             options = with_nuts_start({**decision.params, **overrides}, view)
-        kernel = make_kernel(decision.kernel, self._model, **options)
+        nuts = not SAMPLERS[decision.kernel].minibatch and isinstance(view, ModelView)
+        kernel = make_kernel(decision.kernel, view.model if nuts else self._model, **options)
         alternatives = (f"another sampler than AutoSampler's choice '{decision.kernel}'",)
         if decision.strategy == "rules":
             alternatives += ("AutoSampler(strategy='pilot')",)

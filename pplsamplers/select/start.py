@@ -19,9 +19,10 @@ import jax
 import jax.numpy as jnp
 from numpyro.infer import init_to_value
 
-from pplsamplers.model import ModelView, make_potential
+from pplsamplers.model import ModelView, centred_sites, make_potential
 from pplsamplers.warmup.modes import search_mode
-from pplsamplers.warmup.options import SEED
+from pplsamplers.warmup.options import SEED, SetupOptions
+from pplsamplers.warmup.setup import mode_stage
 
 
 def nuts_start(view: ModelView) -> Callable | None:
@@ -77,6 +78,38 @@ def in_a_neck(estimator: Any, mode: Any, directions: int = 4) -> bool:
     return False
 
 
+def recentred_for_nuts(view: Any, options: SetupOptions) -> Any:
+    """``view``, or the view of the model the shared warmup re-centres
+    (:mod:`~pplsamplers.warmup.centring`): a model written with centred loc-scale sites whose
+    Gaussian is poor, such as Neal's funnel, is a funnel for NUTS too (its step adapts to the
+    neck or the mouth, not both), and NUTS runs it in the chosen coordinates instead; the
+    output keeps the user's sites as deterministic ones.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp, numpyro, numpyro.distributions as dist
+    >>> from pplsamplers.model import inspect
+    >>> def funnel():
+    ...     v = numpyro.sample("v", dist.Normal(0.0, 3.0))
+    ...     numpyro.sample("x", dist.Normal(jnp.zeros(9), jnp.exp(v / 2)))
+    >>> recentred = recentred_for_nuts(inspect(funnel), SetupOptions(funnel, needs_mode=True))
+    >>> recentred.latent_names
+    ('v', 'x_decentered')
+    """
+    if not isinstance(view, ModelView) or not options.centring:
+        return view
+    try:
+        potential = make_potential(view)
+        values = potential.constrain(potential.init_position)
+        if not centred_sites(view.model, view.model_args, view.model_kwargs, values):
+            return view
+        stage = mode_stage(options, view.model_args, view.model_kwargs)
+    except (ValueError, RuntimeError):  # NUTS reports such a model its own way
+        return view
+    moved = "sampled as" in stage.notes.get("centring", "") and stage.view is not None
+    return stage.view if moved else view
+
+
 def with_nuts_start(options: dict[str, Any], view: Any) -> dict[str, Any]:
     """NUTS's ``options`` with :func:`nuts_start`'s ``init_strategy``, unless the user gave one,
     NUTS runs inside ``DiscreteHMCGibbs`` or ``view`` is not a :class:`ModelView` (a model
@@ -86,4 +119,4 @@ def with_nuts_start(options: dict[str, Any], view: Any) -> dict[str, Any]:
     return {**options, "init_strategy": nuts_start(view)}  # None: NUTS's own
 
 
-__all__ = ["NECK_CURVATURE", "in_a_neck", "nuts_start", "with_nuts_start"]
+__all__ = ["NECK_CURVATURE", "in_a_neck", "nuts_start", "recentred_for_nuts", "with_nuts_start"]

@@ -10,6 +10,7 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 import pytest
+from numpyro import handlers
 from numpyro.infer import MCMC
 
 from pplsamplers import AutoSampler
@@ -117,7 +118,8 @@ def funnel():
 def test_nuts_is_not_started_in_a_funnels_neck():
     """Neal's funnel's joint mode is v = −40.5 (the mass is at 0 ± 3): NUTS started there
     adapted its step to the neck and v never moved, so AutoSampler leaves NUTS its own start
-    where the mode's curvature says it is a neck, and keeps the mode start elsewhere."""
+    where the mode's curvature says it is a neck, and keeps the mode start elsewhere; on the
+    funnel itself it runs NUTS re-centred, with no neck."""
     from pplsamplers.model import make_potential
     from pplsamplers.select.start import in_a_neck
 
@@ -132,4 +134,8 @@ def test_nuts_is_not_started_in_a_funnels_neck():
     sampler = AutoSampler(funnel)
     sampler.decide(())
     assert sampler.decision.kernel == "nuts"
-    assert "init_to_value" not in repr(sampler.delegate._init_strategy)
+    # NUTS runs the funnel re-centred (pplsamplers.warmup.centring: x non-centred), whose
+    # mode is no neck, so it starts there
+    trace = handlers.trace(handlers.seed(sampler.delegate.model, 0)).get_trace()
+    assert trace["x"]["type"] == "deterministic" and "x_decentered" in trace
+    assert "init_to_value" in repr(sampler.delegate._init_strategy)
