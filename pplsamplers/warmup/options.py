@@ -58,9 +58,10 @@ class SetupOptions:
         The kernel reads the mode (its automatic step or reference): search for it even where
         neither the preconditioner nor the control variate needs it.
     centring : bool, default True
-        With ``precondition="auto"``, sample each group effect written centred
-        (``theta ~ Normal(mu, tau)`` in a plate) centred or non-centred according to its
-        data (:mod:`~pplsamplers.warmup.centring`); ``False`` keeps the model as written.
+        With an estimated preconditioner, sample each location-scale site written centred (a
+        group effect ``theta ~ Normal(mu, tau)``, a funnel's ``x ~ Normal(0, exp(v / 2))``)
+        centred or non-centred by its data where the model as written leaves the Gaussian
+        poor (:mod:`~pplsamplers.warmup.centring`); ``False`` keeps the model as written.
 
     Examples
     --------
