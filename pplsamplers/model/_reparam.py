@@ -93,7 +93,8 @@ def prior_precisions(
     """``{name: −∂² log p(value | loc, scale) / ∂value²}``, elementwise, of the sites ``names``
     found by :func:`centred_sites`, at the latent ``values``: each site's own prior precision
     (1 / scale² for a normal), whatever else reads the site."""
-    trace = handlers.trace(handlers.substitute(model, data=values)).get_trace(
+    seeded = handlers.seed(model, 0)  # a plate that subsamples draws its indices
+    trace = handlers.trace(handlers.substitute(seeded, data=values)).get_trace(
         *model_args, **model_kwargs
     )
     found = {}
