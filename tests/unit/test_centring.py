@@ -15,6 +15,7 @@ import pytest
 from numpyro.infer import MCMC
 
 from models import gaussian_mixed
+from models.classic import funnel
 from pplsamplers import Boomerang
 from pplsamplers.model import inspect, make_potential
 from pplsamplers.warmup import SetupOptions, setup
@@ -107,20 +108,15 @@ def test_groups_whose_data_outweigh_their_prior_stay_centred():
     assert "theta" in result.potential.unravel(result.whitening.center)
 
 
-def _neals_funnel():
-    v = numpyro.sample("v", dist.Normal(0.0, 3.0))
-    numpyro.sample("x", dist.Normal(jnp.zeros(9), jnp.exp(v / 2)))
-
-
 def test_a_scale_mixture_without_groups_is_sampled_non_centred():
     """Neal's funnel has no data: x's own prior is all its precision, so c = 0 and x is
     sampled as x_decentered ~ N(0, 1), an exactly Gaussian posterior with v.  The joint mode
     of the funnel as written is its neck (v = −40.5), where the chains used to start: the
     Boomerang at its defaults then ended 11.7 sd off in v's mean.  Exact: v ~ N(0, 3²)."""
-    result = setup(SetupOptions(_neals_funnel), (), {})
+    result = setup(SetupOptions(funnel), (), {})
     assert result.notes["centring"].startswith("'x' sampled as 'x_decentered'")
     assert "9 non-centred" in result.notes["centring"] and "degenerate_mode" not in result.notes
-    kernel = Boomerang(_neals_funnel, setup=result)
+    kernel = Boomerang(funnel, setup=result)
     mcmc = MCMC(kernel, num_warmup=300, num_samples=500, num_chains=2,
                 chain_method="vectorized", progress_bar=False)  # fmt: skip
     mcmc.run(jax.random.key(20261122))
