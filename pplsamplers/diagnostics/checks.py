@@ -37,6 +37,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from pplsamplers.diagnostics.alarm import SelfCheckWarning
 from pplsamplers.diagnostics.drift import drift_failure
 from pplsamplers.diagnostics.fixes import COUNTED, FIXES, MAX_REJECTED_FRACTION
 from pplsamplers.diagnostics.health import chain_health, chain_list, convergence, stuck_coordinates
@@ -54,10 +55,6 @@ from pplsamplers.diagnostics.stein_identities import SteinErrors, stein_errors
 from pplsamplers.diagnostics.typical_set import outlying_failure
 from pplsamplers.estimator import Potential
 from pplsamplers.types import Array, PRNGKey
-
-
-class SelfCheckWarning(UserWarning):
-    """Issued when the end-of-run self-check fails (a run that is probably wrong)."""
 
 
 class Thresholds(NamedTuple):

@@ -19,7 +19,7 @@ import contextlib
 import inspect as pyinspect
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -41,7 +41,7 @@ from pplsamplers.infer.monitor import (
     score_estimator,
 )
 from pplsamplers.infer.options import describe_options, options_signature
-from pplsamplers.infer.state import info_of, sampler_state
+from pplsamplers.infer.state import Prepared, info_of, sampler_state
 from pplsamplers.infer.step import Stepper, sample_chains, zeros_like_shapes
 from pplsamplers.kernels.spec import KernelSpec, WarmupContext
 from pplsamplers.model import (
@@ -59,24 +59,6 @@ from pplsamplers.warmup import Setup, SetupOptions
 from pplsamplers.warmup import metric as metrics
 
 
-class Prepared(NamedTuple):
-    """The set-up for one data set and what the kernel derives from it.
-
-    Parameters
-    ----------
-    setup : the shared warmup's :class:`~pplsamplers.warmup.Setup` for the data set.
-    estimator : what the kernel runs on (whitened, batch size, control variate).
-    context : what the set-up tells the kernel's ``default_params`` and ``start`` (in z).
-    params : the kernel's starting tunables.
-    postprocess : unconstrained sites -> constrained and deterministic sites."""
-
-    setup: Setup
-    estimator: Estimator
-    context: WarmupContext
-    params: Any
-    postprocess: Callable[[dict], dict]
-
-
 class SubsampledKernel(MCMCKernel):
     __doc__ = describe_options(
         """The NumPyro ``MCMCKernel`` of every pplsamplers sampler (module docstring).
@@ -84,7 +66,21 @@ class SubsampledKernel(MCMCKernel):
         A sampler class names its kernel's module (its ``Options`` dataclass, ``declare`` and
         ``Info``) and the options it takes positionally, ``class SGLD(SubsampledKernel,
         kernel=sgld, positional=("step_size",))``; its signature and Parameters come from
-        ``Options`` and the shared parameters below, so each default is stated once.""",
+        ``Options`` and the shared parameters below, so each default is stated once.
+
+        Examples
+        --------
+        A sampler class, here SGLD under another name and with the step as its first
+        positional option:
+
+        >>> from pplsamplers import SubsampledKernel
+        >>> from pplsamplers.datasets import tiny_linear
+        >>> from pplsamplers.kernels.sgmcmc import sgld
+        >>> class Langevin(SubsampledKernel, kernel=sgld, positional=("step_size",)):
+        ...     '''SGLD (Welling & Teh 2011), eq. (4).'''
+        >>> linear, _ = tiny_linear()
+        >>> Langevin(linear, 0.01).options.step_size
+        0.01""",
         None,
     )
 

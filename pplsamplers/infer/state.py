@@ -9,7 +9,12 @@ NumPyro collects a run's diagnostics by attribute from the state (``extra_fields
 from __future__ import annotations
 
 from collections import namedtuple
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from pplsamplers.estimator import Estimator
+from pplsamplers.kernels.spec import WarmupContext
+from pplsamplers.warmup import Setup
 
 STATE_FIELDS = (
     "z",
@@ -61,4 +66,43 @@ def with_info(state: Any, info: Any) -> Any:
     return state._replace(**info._asdict())
 
 
-__all__ = ["STATE_FIELDS", "info_of", "sampler_state", "with_info"]
+class Prepared(NamedTuple):
+    """The set-up for one data set and what a kernel derives from it (a kernel's
+    ``prepared`` after its first ``run`` or ``warmup``; ``None`` before).
+
+    Parameters
+    ----------
+    setup : Setup
+        The shared warmup's :class:`~pplsamplers.warmup.Setup` for the data set.
+    estimator : Estimator
+        What the kernel runs on: whitened, with its batch size and control variate.
+    context : WarmupContext
+        What the set-up tells the kernel's ``default_params`` and ``start`` (in z).
+    params : Any
+        The kernel's starting tunables.
+    postprocess : callable
+        Unconstrained sites to constrained and deterministic sites.
+
+    Examples
+    --------
+    >>> import jax
+    >>> from numpyro.infer import MCMC
+    >>> from pplsamplers import Boomerang
+    >>> from pplsamplers.datasets import tiny_linear
+    >>> linear, (A, x) = tiny_linear()  # theta ~ N(0, I), x_i ~ N(a_i . theta, 3²), 2000 rows
+    >>> kernel = Boomerang(linear)
+    >>> MCMC(kernel, num_warmup=100, num_samples=100, progress_bar=False).run(
+    ...     jax.random.key(0), A, x)
+    >>> prepared = kernel.prepared
+    >>> prepared.estimator.N, prepared.estimator.n < 2000, "subsample_size" in prepared.setup.notes
+    (2000, True, True)
+    """
+
+    setup: Setup
+    estimator: Estimator
+    context: WarmupContext
+    params: Any
+    postprocess: Callable[[dict], dict]
+
+
+__all__ = ["STATE_FIELDS", "Prepared", "info_of", "sampler_state", "with_info"]

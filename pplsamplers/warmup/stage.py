@@ -84,6 +84,19 @@ class Setup(NamedTuple):
         The structured approximation of a model with group effects, or ``None``.
     start_misfit : float or None, default None
         The same check of :attr:`whitening`, the Gaussian the chains start in.
+
+    Examples
+    --------
+    One set-up shared by two kernels (AutoSampler hands its own to the kernel it picks):
+
+    >>> from pplsamplers import SGLD, Boomerang
+    >>> from pplsamplers.datasets import tiny_linear
+    >>> from pplsamplers.warmup import SetupOptions, setup
+    >>> linear, (A, x) = tiny_linear()  # theta ~ N(0, I), x_i ~ N(a_i . theta, 3²), 2000 rows
+    >>> shared = setup(SetupOptions(linear), (A, x), {})
+    >>> shared.estimator.N, shared.matches((A, x), {}), shared.whitening.center.shape
+    (2000, True, (2,))
+    >>> kernels = [Boomerang(linear, setup=shared), SGLD(linear, setup=shared)]
     """
 
     potential: Potential

@@ -49,3 +49,15 @@ def test_docstring_examples_run(name: str):
         for test in sorted(tests, key=lambda test: test.lineno or 0):
             runner.run(test, out=report.append)
     assert runner.failures == 0, "".join(report)
+
+
+def test_every_public_class_and_function_has_an_example():
+    import inspect
+
+    missing = [
+        name
+        for name in pplsamplers.__all__
+        if (inspect.isclass(obj := getattr(pplsamplers, name)) or inspect.isfunction(obj))
+        and "\nExamples\n--------" not in (inspect.getdoc(obj) or "")
+    ]
+    assert not missing, f"public names without a numpydoc Examples section: {missing}"
