@@ -1,6 +1,4 @@
-"""How pplsamplers compiles: a persistent JAX compilation cache, on by default with an
-opt-out, and the data passed to compiled programs as arguments (:func:`configure_compilation`,
-called by the first sampler ``init`` and by the set-up).
+"""A persistent JAX compilation cache for pplsamplers users, on by default, with an opt-out.
 
 NumPyro builds fresh closures for every run, and a pplsamplers set-up (mode search,
 curvature, probes, the sampling loop) compiles a dozen programs, so a cold process spends
@@ -8,7 +6,7 @@ most of a short run compiling.  JAX's persistent cache, keyed on the program (sh
 dtypes, code, JAX version and backend), makes the second process that compiles the same
 program read it from disk instead.
 
-:func:`enable_compilation_cache` points JAX's
+:func:`enable_compilation_cache` (called once by the first sampler ``init``) points JAX's
 cache at a user cache directory unless the user already chose:
 
 * ``PPLSAMPLERS_NO_COMPILATION_CACHE=1`` (or ``true``/``yes``): do nothing (opt-out);
