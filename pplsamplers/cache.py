@@ -51,9 +51,6 @@ MAX_CACHE_BYTES = 2**30
 """Cap on the cache directory: JAX evicts the least recently used programs beyond it."""
 
 _JAX_DEFAULT_MIN_COMPILE_SECONDS = 1.0
-HOIST_OPTION = "jax_use_simplified_jaxpr_constants"
-HOIST_ENV = "JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS"
-"""JAX's own switch for :func:`hoist_closed_over_arrays`; set, it is respected."""
 
 
 def _opted_out() -> bool:
@@ -129,58 +126,10 @@ def enable_compilation_cache(path: str | os.PathLike | None = None) -> str | Non
     return str(directory)
 
 
-def hoist_closed_over_arrays() -> bool:
-    """Compile the arrays that a program closes over as arguments of the program, not as
-    constants inside it.
-
-    NumPyro's driver and the set-up's stages close over the data.  JAX's lowering embeds
-    every closed-over array in the compiled program by default, so XLA compiles (and
-    constant-folds) the data with the code, a program's size grows with N, and the
-    persistent cache keys it on the data's values: a second data set of the same shape
-    compiles again.  JAX's ``jax_use_simplified_jaxpr_constants`` (its planned default,
-    https://docs.jax.dev/en/latest/internals/constants.html) passes such arrays as
-    arguments instead; this turns it on, which changes how programs are lowered, never
-    what they compute.
-
-    Returns
-    -------
-    bool
-        Whether closed-over arrays are hoisted after the call.  A choice made with JAX's
-        environment variable ``JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS`` (``0`` to keep them
-        embedded) is kept, and a JAX without the option is left alone.
-
-    Examples
-    --------
-    >>> from pplsamplers.cache import hoist_closed_over_arrays
-    >>> hoist_closed_over_arrays() in (True, False)
-    True
-    """
-    if not hasattr(jax.config, HOIST_OPTION):
-        return False
-    if HOIST_ENV not in os.environ:
-        jax.config.update(HOIST_OPTION, True)
-    return bool(getattr(jax.config, HOIST_OPTION))
-
-
-def configure_compilation() -> str | None:
-    """What the first sampler ``init`` or set-up does once: :func:`hoist_closed_over_arrays`
-    and :func:`enable_compilation_cache`; returns the cache directory (or ``None``)."""
-    hoist_closed_over_arrays()
-    return enable_compilation_cache()
-
-
 def _cap_size() -> None:
     """:data:`MAX_CACHE_BYTES` unless a cap is already set (JAX's default -1 is none)."""
     if jax.config.jax_compilation_cache_max_size == -1:
         jax.config.update("jax_compilation_cache_max_size", MAX_CACHE_BYTES)
 
 
-__all__ = [
-    "DIR_ENV",
-    "HOIST_ENV",
-    "OPT_OUT_ENV",
-    "configure_compilation",
-    "default_cache_dir",
-    "enable_compilation_cache",
-    "hoist_closed_over_arrays",
-]
+__all__ = ["DIR_ENV", "OPT_OUT_ENV", "default_cache_dir", "enable_compilation_cache"]

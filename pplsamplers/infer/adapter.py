@@ -28,7 +28,7 @@ from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
 from pplsamplers import validation, warmup
-from pplsamplers.cache import configure_compilation
+from pplsamplers.cache import enable_compilation_cache
 from pplsamplers.diagnostics.checks import SelfCheck
 from pplsamplers.diagnostics.names import coordinate_names
 from pplsamplers.estimator import Estimator
@@ -208,7 +208,7 @@ class SubsampledKernel(MCMCKernel):
         model_args: tuple,
         model_kwargs: dict,
     ) -> Any:
-        configure_compilation()
+        enable_compilation_cache()
         traced = not is_concrete(rng_key)  # inside NumPyro's pmap of parallel chains
         if traced and mesh_sharded((model_args, model_kwargs)):
             raise ValueError(

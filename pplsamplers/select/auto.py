@@ -9,7 +9,7 @@ from typing import Any
 from numpyro.infer.mcmc import MCMCKernel
 
 from pplsamplers import warmup
-from pplsamplers.cache import configure_compilation
+from pplsamplers.cache import enable_compilation_cache
 from pplsamplers.infer.monitor import driving_mcmc
 from pplsamplers.model import (
     FullDataOnlyError,
@@ -154,7 +154,7 @@ class AutoSampler(MCMCKernel):
         if self.decision is not None and same_objects(self._data, (model_args, model_kwargs)):
             return self.decision
         require_concrete(model_args, model_kwargs, "AutoSampler")  # not inside jax.jit
-        configure_compilation()
+        enable_compilation_cache()
         subsample = self.overrides.get("subsample_size")
         data_plate = self.overrides.get("data_plate")
         probe_size = subsample  # the features' noise probes need a minibatch size

@@ -44,7 +44,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from pplsamplers.cache import configure_compilation
 from pplsamplers.diagnostics import SelfCheckWarning, coordinate_names
 from pplsamplers.estimator import (
     Potential,
@@ -226,7 +225,6 @@ def mode_stage(options: SetupOptions, model_args: tuple, model_kwargs: dict) -> 
     >>> stage.mode.shape, stage.mode_count, stage.anchor is stage.mode
     ((2,), 1, True)
     """
-    configure_compilation()  # the data as arguments of the stages' programs, and the cache
     model_args, model_kwargs = tuple(model_args), dict(model_kwargs or {})
     arguments = (model_args, model_kwargs)
     potential, n, view, rows = _potential(options, model_args, model_kwargs)

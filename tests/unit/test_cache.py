@@ -1,7 +1,6 @@
 """The persistent compilation cache of :mod:`pplsamplers.cache` (no real home directory)."""
 
 import jax
-import jax.numpy as jnp
 import pytest
 from jax.experimental.compilation_cache import compilation_cache as jax_cache
 
@@ -102,32 +101,3 @@ def test_writes_entries_after_an_earlier_compile(clean):
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.jit(lambda x: x * 3.0 - 7.0)(2.0).block_until_ready()
     assert any((clean / "late").iterdir()), path
-
-
-@pytest.fixture
-def hoisting(monkeypatch):
-    """JAX's constant hoisting restored after the test; JAX's environment variable unset."""
-    saved = bool(getattr(jax.config, cache.HOIST_OPTION))
-    monkeypatch.delenv(cache.HOIST_ENV, raising=False)
-    yield
-    jax.config.update(cache.HOIST_OPTION, saved)
-
-
-def test_closed_over_arrays_become_arguments_of_the_program(hoisting):
-    data = jnp.arange(100_000, dtype=jnp.float32)  # 400 kB: as text, megabytes if embedded
-
-    def scaled(x):
-        return x * jnp.sum(data)
-
-    jax.config.update(cache.HOIST_OPTION, False)
-    assert len(jax.jit(scaled).lower(1.0).as_text()) > 100_000  # JAX's old default embeds it
-    assert cache.hoist_closed_over_arrays() is True
-    assert len(jax.jit(scaled).lower(1.0).as_text()) < 10_000
-    assert float(jax.jit(scaled)(2.0)) == pytest.approx(2 * float(jnp.sum(data)))
-
-
-def test_jax_environment_variable_keeps_the_users_choice(hoisting, monkeypatch):
-    monkeypatch.setenv(cache.HOIST_ENV, "0")
-    jax.config.update(cache.HOIST_OPTION, False)
-    assert cache.hoist_closed_over_arrays() is False
-    assert not getattr(jax.config, cache.HOIST_OPTION)
