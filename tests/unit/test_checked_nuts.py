@@ -13,6 +13,7 @@ import pytest
 from numpyro import handlers
 from numpyro.infer import MCMC
 
+from models.classic import funnel
 from pplsamplers import AutoSampler
 from pplsamplers.diagnostics.checks import SelfCheckWarning
 from pplsamplers.infer.checked_nuts import CheckedNUTS, CheckedState
@@ -108,11 +109,6 @@ def test_self_check_false_is_numpyro_nuts():
     mcmc = MCMC(kernel, num_warmup=50, num_samples=50, progress_bar=False)
     mcmc.run(jax.random.PRNGKey(0), X)
     assert mcmc.last_state.monitor is None and kernel.self_check_result is None
-
-
-def funnel():
-    v = numpyro.sample("v", dist.Normal(0.0, 3.0))
-    numpyro.sample("x", dist.Normal(jnp.zeros(9), jnp.exp(v / 2)))
 
 
 def test_nuts_is_not_started_in_a_funnels_neck():

@@ -14,6 +14,7 @@ import numpyro
 import numpyro.distributions as dist
 import pytest
 
+from models.classic import funnel
 from pplsamplers.diagnostics import SelfCheckWarning
 from pplsamplers.estimator import Whitening, build_estimator
 from pplsamplers.warmup import SetupOptions, mode_stage, setup
@@ -91,11 +92,6 @@ def test_hierarchical_model_gets_a_gaussian_in_its_posterior_mass():
     assert abs(float(tau) - float(reference["mean"])) < 0.5 * float(reference["sd"]), tau
 
 
-def _neals_funnel():
-    v = numpyro.sample("v", dist.Normal(0.0, 3.0))
-    numpyro.sample("x", dist.Normal(jnp.zeros(9), jnp.exp(v / 2)))
-
-
 def _raw_regression(X, y):
     """Flat priors; the second covariate is in units of 10⁵ (income in dollars), so the
     curvature spans 10¹⁰ and the scale's floor narrows the intercept."""
@@ -110,7 +106,7 @@ def test_a_funnels_neck_is_degenerate_and_a_kernel_says_so_before_sampling():
     the narrowed direction at its own width must not.  (By default the set-up samples x
     non-centred instead, ``test_centring.py``; kept as written, the neck must be seen.)"""
     with jax.enable_x64(True):
-        options = SetupOptions(_neals_funnel, centring=False)
+        options = SetupOptions(funnel, centring=False)
         stage = mode_stage(options, (), {})
         assert "floored" in stage.notes["precondition"]
         assert stage.laplace_misfit <= MISFIT_THRESHOLD  # the plain check is fooled
