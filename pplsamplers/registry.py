@@ -65,9 +65,6 @@ class SamplerSpec(NamedTuple):
         ``(model, **options) -> MCMCKernel``: the sampler's class, or a factory.
     tuned_params
         The tunables its warmup adapts (documentation and the selector's explanations).
-    exact
-        Whether it targets the exact posterior, as opposed to a fixed-step discretisation
-        bias (SGLD, SGBD, HAMCMC).
     bias_option
         An exact sampler's option that sets a small bias it accepts for speed, which shrinks
         as the option grows (SBPS's ``k``, Pakman et al. 2017 §4.1); empty where there is none.
@@ -91,12 +88,21 @@ class SamplerSpec(NamedTuple):
     name: str
     build: Callable[..., MCMCKernel]
     tuned_params: tuple[str, ...]
-    exact: bool = False
     bias_option: str = ""
     options: Mapping[str, Any] = MappingProxyType({})
     supports_control_variate: bool = True
     minibatch: bool = True
     selectable: bool = True
+
+    @property
+    def exact(self) -> bool:
+        """Whether it targets the exact posterior, as opposed to a fixed-step discretisation
+        bias (SGLD, SGBD, HAMCMC): the kernel's own declaration, ``KernelSpec.exact`` at
+        this entry's options, which the self-check reads too.  Full-data NUTS is exact."""
+        declare = getattr(self.build, "declare", None)
+        if declare is None:
+            return True
+        return bool(declare(self.build.Options(**self.options)).exact)
 
 
 PRECONDITIONED = MappingProxyType({"preconditioned": True})
@@ -104,17 +110,17 @@ PRECONDITIONED = MappingProxyType({"preconditioned": True})
 
 _PDMP = ("sample_interval", "refresh_rate")
 _SPECS = (
-    SamplerSpec("nuts", full_data_nuts, ("step_size", "mass_matrix"), exact=True,
+    SamplerSpec("nuts", full_data_nuts, ("step_size", "mass_matrix"),
                 supports_control_variate=False, minibatch=False),
-    SamplerSpec("boomerang", Boomerang, ("sample_interval",), exact=True),
+    SamplerSpec("boomerang", Boomerang, ("sample_interval",)),
     SamplerSpec("hamcmc", HAMCMC, ("step_size",)),
-    SamplerSpec("psbps", SBPS, (*_PDMP, "preconditioner"), exact=True, bias_option="k",
+    SamplerSpec("psbps", SBPS, (*_PDMP, "preconditioner"), bias_option="k",
                 options=PRECONDITIONED),
-    SamplerSpec("sbps", SBPS, _PDMP, exact=True, bias_option="k"),
+    SamplerSpec("sbps", SBPS, _PDMP, bias_option="k"),
     SamplerSpec("sgbd", SGBD, ("step_size",)),
     SamplerSpec("sigmabps", BPS, ("sample_interval", "t_init", "horizon", "direction_scale"),
-                exact=True, options=PRECONDITIONED),
-    SamplerSpec("bps", BPS, ("sample_interval", "t_init", "horizon"), exact=True),
+                options=PRECONDITIONED),
+    SamplerSpec("bps", BPS, ("sample_interval", "t_init", "horizon")),
     SamplerSpec("psgld", SGLD, ("inverse_metric",), options=PRECONDITIONED),
     SamplerSpec("sgld", SGLD, ("step_size",)),
     SamplerSpec("csgld", CSGLD, (), selectable=False),
