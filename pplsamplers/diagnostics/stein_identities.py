@@ -167,17 +167,24 @@ def leave_window_out_scores(
 def metric_scores(metric: Any, draws: np.ndarray, scores: np.ndarray) -> np.ndarray:
     """``S s`` per row of ``scores`` (m, D) with S = L diag(v) Lᵀ: L the factor of ``metric``
     (x = c + L z, a :class:`~pplsamplers.estimator.Whitening` or an arrowhead one), v the
-    variances of ``draws`` (M, D) in z."""
-    center = jnp.asarray(metric.center)
-    z = metric.to_z(jnp.asarray(draws, center.dtype))
-    variances = jnp.var(z, axis=0)
+    variances of ``draws`` (M, D) in z.  One compiled program per metric type and shapes
+    (the metric is an argument), not one per array operation."""
+    dtype = jnp.asarray(metric.center).dtype
+    as_array = lambda a: jnp.asarray(a, dtype)
+    return np.asarray(_metric_scores(metric, as_array(draws), as_array(scores)), float)
+
+
+@jax.jit
+def _metric_scores(metric: Any, draws: Array, scores: Array) -> Array:
+    center = metric.center
+    variances = jnp.var(metric.to_z(draws), axis=0)
 
     def apply_factor(u: Array) -> Array:
         return metric.to_x(u) - center
 
     _, transpose = jax.vjp(apply_factor, jnp.zeros_like(center))
-    lt_scores = jax.vmap(lambda row: transpose(row)[0])(jnp.asarray(scores, center.dtype))
-    return np.asarray(jax.vmap(apply_factor)(variances * lt_scores), float)
+    lt_scores = jax.vmap(lambda row: transpose(row)[0])(scores)
+    return jax.vmap(apply_factor)(variances * lt_scores)
 
 
 def potential_at(values: np.ndarray, idx: np.ndarray, n: int) -> np.ndarray:

@@ -42,7 +42,7 @@ from pplsamplers.infer.monitor import (
 )
 from pplsamplers.infer.options import describe_options, options_signature
 from pplsamplers.infer.state import Prepared, info_of, sampler_state
-from pplsamplers.infer.step import Stepper, sample_chains, zeros_like_shapes
+from pplsamplers.infer.step import Stepper, sample_chains, stack_chains, zeros_like_shapes
 from pplsamplers.kernels.spec import KernelSpec, WarmupContext
 from pplsamplers.model import (
     check_position,
@@ -235,7 +235,7 @@ class SubsampledKernel(MCMCKernel):
             start = None if init_params is None else jax.tree.map(lambda p, i=i: p[i], init_params)
             info = info_of(chains[0]) if chains else None  # the first chain's zero Info serves
             chains.append(self.init_chain(key, start, prepared, init_kernel, info))
-        state = jax.tree.map(lambda *xs: jnp.stack(xs), *chains)
+        state = stack_chains(*chains)
         on_devices = chain_sharding((model_args, model_kwargs), len(chains))  # chains on the mesh
         return state if on_devices is None else jax.device_put(state, on_devices)
 
@@ -392,4 +392,4 @@ class SubsampledKernel(MCMCKernel):
         return z
 
 
-__all__ = ["Prepared", "SubsampledKernel"]
+__all__ = ["SubsampledKernel"]

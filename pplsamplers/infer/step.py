@@ -235,4 +235,10 @@ def sample_chains(stepper: Stepper, unravel: Callable[[Array], dict], states: An
     return states
 
 
-__all__ = ["Stepper", "model_time_averages", "sample_chains", "zeros_like_shapes"]
+@jax.jit
+def stack_chains(*chains: Any) -> Any:
+    """The chains' states stacked along a leading axis, as one program (not one per field)."""
+    return jax.tree.map(lambda *fields: jnp.stack(fields), *chains)
+
+
+__all__ = ["Stepper", "model_time_averages", "sample_chains", "stack_chains", "zeros_like_shapes"]
