@@ -26,7 +26,7 @@ Examples
 >>> from pplsamplers.datasets.logistic_regression import load_data, model
 >>> (X, y), _ = load_data(N=200, d=2)
 >>> ckpt = tempfile.mkdtemp()
->>> mcmc = MCMC(SGLD(model, subsample_size=20), num_warmup=50, num_samples=20,
+>>> mcmc = MCMC(SGLD(model, subsample_size=20), num_warmup=50, num_samples=200,
 ...             progress_bar=False)
 >>> mcmc.warmup(jax.random.key(0), X, y)
 >>> save_checkpoint(mcmc, ckpt).name
@@ -40,7 +40,7 @@ Later, in another process, with the same ``mcmc = MCMC(...)``:
 'manifest.json'
 >>> mcmc = attach_draws(mcmc, load_checkpoint(mcmc, ckpt))
 >>> mcmc.get_samples()["w"].shape
-(20, 2)
+(200, 2)
 >>> shutil.rmtree(ckpt)
 """
 
