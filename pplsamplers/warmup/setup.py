@@ -12,18 +12,22 @@ pplsamplers kernel gets the same by default, in stages:
    or the user's matrix;
 3. **control variate** (``"auto"``): anchored at the mode when the mode probe
    (:func:`~pplsamplers.warmup.modes.count_modes`) finds one mode;
-4. **batch size** (``None``): from the gradient-noise probe and a cost model
-   (:func:`~pplsamplers.warmup.scale.suggest_batch_size`); each minibatch is a contiguous
-   block of rows shuffled once (:func:`~pplsamplers.model.shuffled_view`);
-5. **Laplace check**: where importance weights of Laplace draws show the Gaussian to be poor
+4. **Laplace check**: where importance weights of Laplace draws show the Gaussian to be poor
    (a hierarchical model's joint mode is far from its mass), a Gaussian variational fit
-   replaces it (:mod:`~pplsamplers.warmup.variational`); where the scale's floor narrowed a
-   direction, the check is repeated along it at its own width, and a mode far from Gaussian
-   there (a funnel's neck) is noted as ``degenerate_mode`` and warned about before sampling;
+   replaces it (:mod:`~pplsamplers.warmup.variational`).  The fit reads gradients at the
+   batch size the noise target asks for, whatever batch size the user gave, and the control
+   variate moves to the fit's mean, where the chains are.  Where the scale's floor narrowed
+   a direction, the check is repeated along it at its own width, and a mode far from
+   Gaussian there (a funnel's neck) is noted as ``degenerate_mode`` and warned about before
+   sampling;
+5. **batch size** (``None``): from the gradient-noise probe at the final Gaussian and
+   anchor, and a cost model (:func:`~pplsamplers.warmup.scale.suggest_batch_size`); a
+   batch size the user gave is checked by the same probe.  Each minibatch is a contiguous
+   block of rows shuffled once (:func:`~pplsamplers.model.shuffled_view`);
 6. **whitening**: the kernel samples z with x = c + L z, where the posterior has about unit
    scale, so each kernel's unit-scale defaults hold on any problem.
 
-A model with group effects takes a structured path through steps 1, 2 and 5
+A model with group effects takes a structured path through steps 1, 2 and 4
 (:mod:`~pplsamplers.warmup.structured`): the centre is the globals' nested-Laplace mode, the
 Gaussian has an arrowhead precision, and a group effect written centred is sampled centred or
 non-centred by its data (:mod:`~pplsamplers.warmup.centring`; ``docs/hierarchical.md``).
@@ -80,8 +84,8 @@ from pplsamplers.warmup.stage import ModeStage, Setup
 from pplsamplers.warmup.structured import STRUCTURED_NOISE_TARGET, StructuredFit, structured_fit
 from pplsamplers.warmup.variational import (
     MISFIT_THRESHOLD,
+    degenerate_mode_note,
     laplace_check,
-    narrowed_check,
     refine_laplace,
 )
 
@@ -151,22 +155,12 @@ def _scale_note(factor: Array, info: dict[str, Any]) -> str:
     return f"{'dense' if factor.ndim == 2 else 'diagonal'} inverse curvature at the mode{floored}"
 
 
-def _check_narrowed(
-    estimator: Any, whitening: Whitening, info: dict[str, Any], notes: dict[str, str]
-) -> None:
-    """Note, as ``notes["degenerate_mode"]``, a mode where the directions the scale's floor
-    narrowed are far from Gaussian at their own width
-    (:func:`~pplsamplers.warmup.variational.narrowed_check`): a funnel's neck."""
-    if not info.get("num_clipped"):
-        return
-    wide = narrowed_check(jax.random.PRNGKey(SEED + 4), estimator, whitening, info["narrowed"])
-    if wide is not None and wide > MISFIT_THRESHOLD:
-        notes["degenerate_mode"] = (
-            f"its curvature spans more than {info['curvature_max'] / info['floor']:.0e}, and "
-            f"along the {info['num_clipped']} direction(s) the Gaussian set-up narrowed to "
-            f"hold it the posterior is far from Gaussian (Laplace log-weight sd {wide:.3g} > "
-            f"{MISFIT_THRESHOLD:g} at their own width)"
-        )
+def _batched(base: Any, n: int, anchor: Array | None, hessian: Any) -> Any:
+    """``base`` at batch size ``n``, with the control variate at ``anchor`` below the full batch."""
+    estimator = with_batch_size(base, n)
+    if anchor is None or n == base.N:
+        return estimator
+    return with_control_variate(estimator, anchor, hessian)
 
 
 def _warn_degenerate(note: str) -> None:
@@ -296,7 +290,9 @@ def mode_stage(options: SetupOptions, model_args: tuple, model_kwargs: dict) -> 
     misfit = None
     if mode is not None and estimated:
         misfit = laplace_check(jax.random.PRNGKey(SEED + 4), estimator, whitening)
-        _check_narrowed(estimator, whitening, info, notes)
+        key = jax.random.PRNGKey(SEED + 4)
+        if note := degenerate_mode_note(key, estimator, whitening, info):
+            notes["degenerate_mode"] = note
     stage = ModeStage(
         potential, n, view, rows, MappingProxyType(notes), mode, whitening, anchor,
         mode_count, misfit, arguments,
@@ -337,38 +333,51 @@ def setup(
         base = base._replace(blocks=structure.blocks)
     target = NOISE_TARGET if structure is None else STRUCTURED_NOISE_TARGET
     probe = base if anchor is None else with_control_variate(base, anchor, hessian)
-    if n is None:
-        n, reason = suggest_batch_size(
-            jax.random.PRNGKey(SEED + 2), probe, whitening, target=target
-        )
-        notes["subsample_size"] = f"{n} (automatic): {reason}"
-    else:
-        notes["subsample_size"] = f"{n}" + (" (full batch)" if n == base.N else "")
-        if n < base.N and stage.mode is not None and options.precondition is not None:
-            notes["subsample_size"] += check_batch_size(
-                jax.random.PRNGKey(SEED + 2), probe, whitening, n, target
-            )
-    estimator = with_batch_size(base, n)
-    if anchor is not None and n == base.N:
-        anchor = None
-        notes["control_variate"] = "off: full batch (exact gradients)"
-    if anchor is not None:
-        estimator = with_control_variate(estimator, anchor, hessian)
+    batch_key = jax.random.PRNGKey(SEED + 2)
     mode, start_misfit = stage.mode, stage.laplace_misfit
     refine = False
     if structure is not None:
         notes["precondition"] += (
             f"; Laplace check: log-weight sd {stage.laplace_misfit:.2g}; kept by the chains"
         )
-    elif mode is not None and estimated:  # step 5: a poor Laplace fit
-        center, factor, start_misfit, fit_note = refine_laplace(
-            jax.random.PRNGKey(SEED + 4), estimator, whitening, exact=base,
+    elif mode is not None and estimated:  # step 4: a poor Laplace fit
+        fitting = base
+        if stage.laplace_misfit > MISFIT_THRESHOLD:
+            # the fit reads gradients at the batch size the noise target asks for at the
+            # Laplace draws, whatever batch size the kernel is given
+            fit_n, _ = suggest_batch_size(batch_key, probe, whitening, target=target)
+            fitting = _batched(base, fit_n, anchor, hessian)
+        center, factor, start_misfit, note = refine_laplace(
+            jax.random.PRNGKey(SEED + 4), fitting, whitening, exact=base,
             misfit=stage.laplace_misfit,
         )  # fmt: skip
-        notes["precondition"] += "; " + fit_note
-        whitening, mode = Whitening(center, factor), center
+        notes["precondition"] += "; " + note
         refine, how = refinement(stage.laplace_misfit)
         notes["precondition"] += "; " + how
+        if (
+            center is not whitening.center
+            and anchor is not None
+            and options.control_variate == "auto"
+        ):
+            # the chains start and stay in the fit, not at the joint mode: anchor there
+            anchor = center
+            probe = with_control_variate(base, anchor, hessian)
+            notes["control_variate"] = (
+                "on: anchored at the variational fit's mean (the mode probe found one mode; "
+                "the joint mode is far from the posterior's mass)"
+            )
+        whitening, mode = Whitening(center, factor), center
+    if n is None:
+        n, reason = suggest_batch_size(batch_key, probe, whitening, target=target)
+        notes["subsample_size"] = f"{n} (automatic): {reason}"
+    else:
+        notes["subsample_size"] = f"{n}" + (" (full batch)" if n == base.N else "")
+        if n < base.N and stage.mode is not None and options.precondition is not None:
+            notes["subsample_size"] += check_batch_size(batch_key, probe, whitening, n, target)
+    estimator = _batched(base, n, anchor, hessian)
+    if anchor is not None and n == base.N:
+        anchor = None
+        notes["control_variate"] = "off: full batch (exact gradients)"
     return Setup(
         potential=potential,
         estimator=estimator,

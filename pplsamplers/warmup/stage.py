@@ -20,7 +20,7 @@ class ModeStage(NamedTuple):
     potential: Potential
     """The model's full-batch potential in its flat unconstrained x."""
     subsample_size: int | None
-    """The user's or the model's batch size; ``None``: automatic (step 4)."""
+    """The user's or the model's batch size; ``None``: automatic (step 5)."""
     view: ModelView | None
     """The model's view, or ``None`` for a given potential."""
     rows: str

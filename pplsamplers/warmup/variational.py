@@ -244,6 +244,26 @@ def narrowed_check(
     return laplace_check(rng_key, potential, Whitening(center, jnp.asarray(wide, center.dtype)))
 
 
+def degenerate_mode_note(
+    rng_key: PRNGKey, potential: Estimator, whitening: Whitening, info: dict[str, Any]
+) -> str | None:
+    """What the shared warmup notes as ``degenerate_mode``, or ``None``: a mode where the
+    directions the scale's floor narrowed (``info`` of
+    :func:`~pplsamplers.warmup.scale.posterior_scale`) are far from Gaussian at their own
+    width (:func:`narrowed_check`), a funnel's neck."""
+    if not info.get("num_clipped"):
+        return None
+    wide = narrowed_check(rng_key, potential, whitening, info["narrowed"])
+    if wide is None or wide <= MISFIT_THRESHOLD:
+        return None
+    return (
+        f"its curvature spans more than {info['curvature_max'] / info['floor']:.0e}, and "
+        f"along the {info['num_clipped']} direction(s) the Gaussian set-up narrowed to "
+        f"hold it the posterior is far from Gaussian (Laplace log-weight sd {wide:.3g} > "
+        f"{MISFIT_THRESHOLD:g} at their own width)"
+    )
+
+
 def refine_laplace(
     rng_key: PRNGKey,
     potential: Estimator,
@@ -317,6 +337,7 @@ __all__ = [
     "FIT_STEPS",
     "GaussianFit",
     "MISFIT_THRESHOLD",
+    "degenerate_mode_note",
     "fit_gaussian",
     "laplace_check",
     "laplace_misfit",

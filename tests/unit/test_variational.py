@@ -124,3 +124,29 @@ def test_a_direction_narrowed_only_by_raw_scales_is_not_degenerate():
         result = setup(SetupOptions(_raw_regression), (jnp.asarray(X), jnp.asarray(y)), {})
     assert "floored" in result.notes["precondition"]  # the narrowed path was taken
     assert "degenerate_mode" not in result.notes
+
+
+def test_the_gaussian_and_its_anchor_do_not_depend_on_the_batch_size_a_user_gives():
+    """Two crossed groupings (no arrowhead): the Laplace approximation at the joint mode is
+    poor, so a variational fit replaces it.  The fit reads gradients at the batch size the
+    set-up's noise target asks for, so a user's n = N/100 gets the same Gaussian as the
+    automatic batch size; the control variate moves from the joint mode to the fit's mean,
+    where the chains are."""
+    from models import crossed_glm
+
+    args, kwargs = crossed_glm.load_data(N=4000, num_subjects=40, num_items=16)
+    given = setup(SetupOptions(crossed_glm.model, subsample_size=40), args, kwargs)
+    assert given.notes["structure"].startswith("none: group effects of different numbers")
+    assert "replaced by a full-rank Gaussian variational fit" in given.notes["precondition"]
+    automatic = setup(SetupOptions(crossed_glm.model), args, kwargs)
+    np.testing.assert_allclose(given.whitening.center, automatic.whitening.center, atol=1e-6)
+    np.testing.assert_allclose(given.anchor, given.whitening.center)
+    assert given.notes["control_variate"].startswith("on: anchored at the variational fit's")
+    # the joint mode is not the anchor: the fit moved the centre by more than a posterior sd
+    assert np.max(np.abs(given.whitening.to_z(stage_mode(args, kwargs)))) > 1.0
+
+
+def stage_mode(args: tuple, kwargs: dict) -> jnp.ndarray:
+    from models import crossed_glm
+
+    return mode_stage(SetupOptions(crossed_glm.model, subsample_size=40), args, kwargs).mode
