@@ -7,7 +7,9 @@
 Models: ``models/mixed_glm.py`` (varying-intercept logistic and Poisson-with-exposure GLMMs, one
 varying-slope logistic), lognormal group sizes from 1 row to a few percent of N, raw covariates,
 non-centred group effects as NumPyro's examples write them, float32 data.  Configurations are
-``<family>-<N>-<groups>`` (``CONFIGS``).
+``<family>-<N>-<groups>`` (``CONFIGS``); ``crossed-2e4`` is ``models/crossed_glm.py``, a
+logistic regression with a subject and an item effect per row (two crossed groupings, which
+have no arrowhead structure).
 
 Reference: NumPyro NUTS on the same model and data (a dense mass matrix up to
 ``harness.DENSE_UP_TO`` latents, diagonal beyond), 2 chains × (1000 warmup + 2000 draws) by
@@ -39,17 +41,22 @@ CONFIGS = {
     "poisson-1e5-1e3": {"family": "poisson", "N": 100_000, "num_groups": 1_000},
     "poisson-1e6-1e3": {"family": "poisson", "N": 1_000_000, "num_groups": 1_000},
     "slope-1e5-1e3": {"family": "logistic", "N": 100_000, "num_groups": 1_000, "slope": True},
+    "crossed-2e4": {"N": 20_000, "num_subjects": 150, "num_items": 60},
 }
 
 
 def load(config: str) -> tuple:
-    from models import mixed_glm
+    from models import crossed_glm, mixed_glm
 
+    if config.startswith("crossed"):
+        return crossed_glm.model, *crossed_glm.load_data(**CONFIGS[config])
     return mixed_glm.model, *mixed_glm.load_data(**CONFIGS[config])
 
 
 def latents(config: str) -> int:
     spec = CONFIGS[config]
+    if config.startswith("crossed"):
+        return spec["num_subjects"] + spec["num_items"] + 6
     return spec["num_groups"] * (2 if spec.get("slope") else 1) + 6
 
 
@@ -63,7 +70,7 @@ def _decentred(samples: dict) -> dict:
 def reference(config: str) -> Reference | None:
     """NUTS on the centred model with dense globals at N = 10⁶ (module docstring)."""
     spec = CONFIGS[config]
-    if spec["N"] < 1_000_000 or spec.get("slope"):
+    if spec["N"] < 1_000_000 or spec.get("slope") or config.startswith("crossed"):
         return None
 
     def centred() -> tuple:
@@ -78,8 +85,8 @@ SUITE = Suite(
     configs=CONFIGS,
     load=load,
     dim=latents,
-    globals=("alpha", "beta", "tau", "tau_slope"),
-    groups=("z", "z_slope"),
+    globals=("alpha", "beta", "tau", "tau_slope", "tau_s", "tau_i"),
+    groups=("z", "z_slope", "z_s", "z_i"),
     cache=".hierarchical",
     reference=reference,
 )
