@@ -302,8 +302,9 @@ def page_tables(page: Path) -> dict[str, list[list[str]]]:
 
 
 def plot_page(page: Path, figure: Path) -> None:
-    """End-to-end ESS/s over NUTS's of every row on ``page``, one panel per section: green
-    within the tolerances, red a miss, hatched where the run's self-check warned."""
+    """End-to-end ESS/s over NUTS's of every row on ``page`` that finished, one panel per
+    section: green within the tolerances, red a miss, hatched where the run's self-check
+    warned."""
     import matplotlib
     import numpy as np
 
@@ -311,7 +312,7 @@ def plot_page(page: Path, figure: Path) -> None:
     import matplotlib.pyplot as plt
 
     sections = {
-        title: [r for r in rows if not r[0].startswith("nuts")]
+        title: [r for r in rows if not r[0].startswith("nuts") and r[COLUMNS.index("×NUTS")]]
         for title, rows in page_tables(page).items()
     }
     heights = [len(rows) + 1.5 for rows in sections.values()]
@@ -336,7 +337,7 @@ def plot_page(page: Path, figure: Path) -> None:
         ax.set_yticks(y, [r[0] for r in rows], fontsize=8)
         ax.invert_yaxis()
         ax.set_title(title, fontsize=9, loc="left")
-    axes[0].set_xlim(0.03, 1000)
+    axes[0].set_xlim(0.01, 1000)
     axes[-1].set_xlabel("end-to-end min-ESS/s over NUTS's (log scale; 1 = NUTS)")
     fig.suptitle(
         "green: within tolerance, red: a miss, hatched: the run's self-check warned", fontsize=8
