@@ -178,7 +178,7 @@ def worker(suite: Suite, cfg: dict) -> dict:
     chosen = kernel.decision.kernel if name == "auto" else name
     exact = chosen == "nuts"
     n = N if exact else int(inner.estimator.n)
-    if exact or "data_evals" in extra or "num_steps" in extra:
+    if "data_evals" in extra or "num_steps" in extra:
         epochs = _evals(extra, N) * (1 + cfg["warmup"] / cfg["draws"]) / N
     else:
         epochs = float("nan")
