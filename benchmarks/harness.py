@@ -334,7 +334,10 @@ def plot_page(page: Path, figure: Path) -> None:
             ax.text(r, yi, f" {r:g}×", va="center", ha="left" if r >= 1 else "right", fontsize=7)
         ax.axvline(1.0, color="k", lw=1)
         ax.set_xscale("log")
-        ax.set_yticks(y, [r[0] for r in rows], fontsize=8)
+        names = [r[0] for r in rows]
+        if len(set(names)) < len(names):  # two tables in one section: tell them by n
+            names = [f"{r[0]} (n = {r[COLUMNS.index('n')]})" for r in rows]
+        ax.set_yticks(y, names, fontsize=8)
         ax.invert_yaxis()
         ax.set_title(title, fontsize=9, loc="left")
     axes[0].set_xlim(0.01, 1000)
