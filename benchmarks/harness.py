@@ -176,8 +176,7 @@ def worker(suite: Suite, cfg: dict) -> dict:
     extra = mcmc.get_extra_fields()
     inner = getattr(kernel, "delegate", None) or kernel
     chosen = kernel.decision.kernel if name == "auto" else name
-    exact = chosen == "nuts"
-    n = N if exact else int(inner.estimator.n)
+    n = N if chosen == "nuts" else int(inner.estimator.n)
     if "data_evals" in extra or "num_steps" in extra:
         epochs = _evals(extra, N) * (1 + cfg["warmup"] / cfg["draws"]) / N
     else:
@@ -334,10 +333,8 @@ def plot_page(page: Path, figure: Path) -> None:
             ax.text(r, yi, f" {r:g}×", va="center", ha="left" if r >= 1 else "right", fontsize=7)
         ax.axvline(1.0, color="k", lw=1)
         ax.set_xscale("log")
-        names = [r[0] for r in rows]
-        if len(set(names)) < len(names):  # two tables in one section: tell them by n
-            names = [f"{r[0]} (n = {r[COLUMNS.index('n')]})" for r in rows]
-        ax.set_yticks(y, names, fontsize=8)
+        twice = len({r[0] for r in rows}) < len(rows)  # two tables in a section: tell them by n
+        ax.set_yticks(y, [f"{r[0]} (n = {r[1]})" if twice else r[0] for r in rows], fontsize=8)
         ax.invert_yaxis()
         ax.set_title(title, fontsize=9, loc="left")
     axes[0].set_xlim(0.01, 1000)

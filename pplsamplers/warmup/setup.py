@@ -15,7 +15,7 @@ pplsamplers kernel gets the same by default, in stages:
 4. **Laplace check**: where importance weights of Laplace draws show the Gaussian to be poor
    (a hierarchical model's joint mode is far from its mass), a Gaussian variational fit
    replaces it (:mod:`~pplsamplers.warmup.variational`).  The fit reads gradients at the
-   batch size the noise target asks for, whatever batch size the user gave, and the control
+   batch size the noise target asks for (or the user's, where larger), and the control
    variate moves to the fit's mean, where the chains are.  Where the scale's floor narrowed
    a direction, the check is repeated along it at its own width, and a mode far from
    Gaussian there (a funnel's neck) is noted as ``degenerate_mode`` and warned about before
@@ -289,8 +289,8 @@ def mode_stage(options: SetupOptions, model_args: tuple, model_kwargs: dict) -> 
     )
     misfit = None
     if mode is not None and estimated:
-        misfit = laplace_check(jax.random.PRNGKey(SEED + 4), estimator, whitening)
         key = jax.random.PRNGKey(SEED + 4)
+        misfit = laplace_check(key, estimator, whitening)
         if note := degenerate_mode_note(key, estimator, whitening, info):
             notes["degenerate_mode"] = note
     stage = ModeStage(
@@ -335,18 +335,18 @@ def setup(
     probe = base if anchor is None else with_control_variate(base, anchor, hessian)
     batch_key = jax.random.PRNGKey(SEED + 2)
     mode, start_misfit = stage.mode, stage.laplace_misfit
-    refine = False
+    refine, suggested = False, None
     if structure is not None:
         notes["precondition"] += (
             f"; Laplace check: log-weight sd {stage.laplace_misfit:.2g}; kept by the chains"
         )
     elif mode is not None and estimated:  # step 4: a poor Laplace fit
         fitting = base
-        if stage.laplace_misfit > MISFIT_THRESHOLD:
+        if stage.laplace_misfit > MISFIT_THRESHOLD and (n is None or n < base.N):
             # the fit reads gradients at the batch size the noise target asks for at the
-            # Laplace draws, whatever batch size the kernel is given
-            fit_n, _ = suggest_batch_size(batch_key, probe, whitening, target=target)
-            fitting = _batched(base, fit_n, anchor, hessian)
+            # Laplace draws, or at the kernel's batch size where that is larger
+            suggested = suggest_batch_size(batch_key, probe, whitening, target=target)
+            fitting = _batched(base, max(suggested[0], n or 0), anchor, hessian)
         center, factor, start_misfit, note = refine_laplace(
             jax.random.PRNGKey(SEED + 4), fitting, whitening, exact=base,
             misfit=stage.laplace_misfit,
@@ -354,11 +354,9 @@ def setup(
         notes["precondition"] += "; " + note
         refine, how = refinement(stage.laplace_misfit)
         notes["precondition"] += "; " + how
-        if (
-            center is not whitening.center
-            and anchor is not None
-            and options.control_variate == "auto"
-        ):
+        replaced = center is not whitening.center  # the fit replaced the Laplace Gaussian
+        suggested = None if replaced else suggested
+        if replaced and anchor is not None and isinstance(options.control_variate, str):
             # the chains start and stay in the fit, not at the joint mode: anchor there
             anchor = center
             probe = with_control_variate(base, anchor, hessian)
@@ -368,7 +366,7 @@ def setup(
             )
         whitening, mode = Whitening(center, factor), center
     if n is None:
-        n, reason = suggest_batch_size(batch_key, probe, whitening, target=target)
+        n, reason = suggested or suggest_batch_size(batch_key, probe, whitening, target=target)
         notes["subsample_size"] = f"{n} (automatic): {reason}"
     else:
         notes["subsample_size"] = f"{n}" + (" (full batch)" if n == base.N else "")

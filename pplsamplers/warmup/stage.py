@@ -15,7 +15,8 @@ from pplsamplers.warmup.variational import MISFIT_THRESHOLD
 
 
 class ModeStage(NamedTuple):
-    """Steps 1–3 of the set-up (module docstring): what AutoSampler's features read too."""
+    """Steps 1–3 of the set-up and step 4's Laplace check (before any fit), in the module
+    docstring of :mod:`~pplsamplers.warmup.setup`: what AutoSampler's features read too."""
 
     potential: Potential
     """The model's full-batch potential in its flat unconstrained x."""

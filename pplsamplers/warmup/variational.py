@@ -248,9 +248,26 @@ def degenerate_mode_note(
     rng_key: PRNGKey, potential: Estimator, whitening: Whitening, info: dict[str, Any]
 ) -> str | None:
     """What the shared warmup notes as ``degenerate_mode``, or ``None``: a mode where the
-    directions the scale's floor narrowed (``info`` of
-    :func:`~pplsamplers.warmup.scale.posterior_scale`) are far from Gaussian at their own
-    width (:func:`narrowed_check`), a funnel's neck."""
+    directions the scale's floor narrowed are far from Gaussian at their own width
+    (:func:`narrowed_check`), a funnel's neck.
+
+    Parameters
+    ----------
+    rng_key : jax.Array
+        Key of the Laplace draws along the narrowed directions.
+    potential : Estimator
+        The full-batch potential in model coordinates.
+    whitening : Whitening
+        The Laplace approximation at the mode.
+    info : dict
+        The ``info`` of :func:`~pplsamplers.warmup.scale.posterior_scale`: ``num_clipped``,
+        ``narrowed``, ``curvature_max`` and ``floor``.
+
+    Returns
+    -------
+    str or None
+        The note, or ``None`` where no direction was narrowed or the Gaussian holds there.
+    """
     if not info.get("num_clipped"):
         return None
     wide = narrowed_check(rng_key, potential, whitening, info["narrowed"])
@@ -275,7 +292,8 @@ def refine_laplace(
     ζ ~ N(0, I), of ``potential`` (model coordinates) and, where it is poor, replace it by the
     Gaussian fit.  Returns ``(center, factor, misfit, note)``: ``factor`` keeps its form ((D,)
     or (D, D) lower triangular), ``misfit`` is the log-weight sd of the Gaussian returned, and
-    the note says what was measured and done.
+    the note says what was measured and done.  Where the Laplace approximation is kept,
+    ``center`` and ``factor`` are ``whitening``'s own arrays (the caller tests identity).
 
     ``exact``: the same U with cheaper full-data passes for the check (the potential before
     its control variate, whose full pass also evaluates every datum at the anchor); the fit

@@ -130,23 +130,30 @@ def test_the_gaussian_and_its_anchor_do_not_depend_on_the_batch_size_a_user_give
     """Two crossed groupings (no arrowhead): the Laplace approximation at the joint mode is
     poor, so a variational fit replaces it.  The fit reads gradients at the batch size the
     set-up's noise target asks for, so a user's n = N/100 gets the same Gaussian as the
-    automatic batch size; the control variate moves from the joint mode to the fit's mean,
-    where the chains are."""
+    automatic batch size, and the chains keep the user's n; the control variate moves from
+    the joint mode to the fit's mean, where the chains are, unless the user placed it."""
     from models import crossed_glm
 
     args, kwargs = crossed_glm.load_data(N=4000, num_subjects=40, num_items=16)
-    given = setup(SetupOptions(crossed_glm.model, subsample_size=40), args, kwargs)
+    options = SetupOptions(crossed_glm.model, subsample_size=40)
+    stage = mode_stage(options, args, kwargs)
+    given = setup(options, args, kwargs, stage=stage)
     assert given.notes["structure"].startswith("none: group effects of different numbers")
     assert "replaced by a full-rank Gaussian variational fit" in given.notes["precondition"]
+    assert given.estimator.n == 40
     automatic = setup(SetupOptions(crossed_glm.model), args, kwargs)
+    assert automatic.estimator.n > 40
     np.testing.assert_allclose(given.whitening.center, automatic.whitening.center, atol=1e-6)
     np.testing.assert_allclose(given.anchor, given.whitening.center)
     assert given.notes["control_variate"].startswith("on: anchored at the variational fit's")
     # the joint mode is not the anchor: the fit moved the centre by more than a posterior sd
-    assert np.max(np.abs(given.whitening.to_z(stage_mode(args, kwargs)))) > 1.0
-
-
-def stage_mode(args: tuple, kwargs: dict) -> jnp.ndarray:
-    from models import crossed_glm
-
-    return mode_stage(SetupOptions(crossed_glm.model, subsample_size=40), args, kwargs).mode
+    assert np.max(np.abs(given.whitening.to_z(stage.mode))) > 1.0
+    # an anchor the user gives (a NumPy array) stays where it was put
+    pinned_at = np.asarray(stage.mode)
+    pinned = setup(
+        SetupOptions(crossed_glm.model, subsample_size=40, control_variate=pinned_at),
+        args,
+        kwargs,
+    )
+    assert "replaced by a full-rank Gaussian variational fit" in pinned.notes["precondition"]
+    np.testing.assert_allclose(pinned.anchor, pinned_at)
