@@ -194,3 +194,17 @@ def test_console_script_is_installed():
         check=True,
     )
     assert "demo" in result.stdout and "fit" in result.stdout
+
+
+def test_fit_runs_a_model_with_a_site_marked_for_enumeration(tmp_path, capsys):
+    """``models/mixture.py`` marks the component assignment with ``config_enumerate``: the
+    command samples the marginalised model and reports the continuous latents."""
+    argv = ["fit", str(ROOT / "models" / "mixture.py"), "--sampler", "sgld",
+            "--num-samples", "30", "--num-warmup", "30", "--num-chains", "1",
+            "--data", "N=500", "--out", str(tmp_path), "--no-progress"]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "mu[2]" in out and "w[2]" in out and "self-check:" in out
+    idata = az.from_netcdf(tmp_path / "mixture.nc")
+    assert set(idata.posterior.data_vars) >= {"mu", "sigma", "w"}
+    assert "z" not in idata.posterior  # the enumerated site is marginalised, not sampled

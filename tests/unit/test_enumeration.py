@@ -13,7 +13,7 @@ from numpyro.infer import MCMC, Predictive
 from numpyro.infer.util import initialize_model
 
 from models import mixture
-from pplsamplers import SGLD, AutoSampler
+from pplsamplers import SAMPLERS, SGLD, AutoSampler, make_kernel
 from pplsamplers.diagnostics.fixes import LABEL_SWITCHING_FIX, model_hints
 from pplsamplers.infer.monitor import kernel_hints
 from pplsamplers.model import FullDataOnlyError, inspect, make_potential
@@ -67,13 +67,21 @@ def test_per_datum_terms_are_the_marginal_log_sum_exp(model, mixture_data):
         np.testing.assert_allclose(total, expected_total, rtol=1e-10)
 
 
-def test_a_discrete_site_not_marked_for_enumeration_shows_the_fix(mixture_data):
-    def unmarked(y):
-        w = numpyro.sample("w", dist.Dirichlet(jnp.ones(3)))
-        with numpyro.plate("data", y.shape[0]):
-            z = numpyro.sample("z", dist.Categorical(w))
-            numpyro.sample("y", dist.Normal(jnp.array([60.0, 75.0, 90.0])[z], 6.0), obs=y)
+def unmarked(y):
+    w = numpyro.sample("w", dist.Dirichlet(jnp.ones(3)))
+    with numpyro.plate("data", y.shape[0]):
+        z = numpyro.sample("z", dist.Categorical(w))
+        numpyro.sample("y", dist.Normal(jnp.array([60.0, 75.0, 90.0])[z], 6.0), obs=y)
 
+
+@pytest.mark.parametrize("name", [name for name in SAMPLERS if name != "nuts"])
+def test_every_kernel_refuses_an_unmarked_discrete_site_with_the_fix(mixture_data, name):
+    mcmc = MCMC(make_kernel(name, unmarked), num_warmup=5, num_samples=5, progress_bar=False)
+    with pytest.raises(ValueError, match=r"'z'.*not marked for enumeration.*config_enumerate"):
+        mcmc.run(jax.random.key(0), mixture_data)
+
+
+def test_a_discrete_site_not_marked_for_enumeration_shows_the_fix(mixture_data):
     mcmc = MCMC(SGLD(unmarked), num_warmup=5, num_samples=5, progress_bar=False)
     with pytest.raises(ValueError, match=r"'z'.*not marked for enumeration.*config_enumerate"):
         mcmc.run(jax.random.key(0), mixture_data)
