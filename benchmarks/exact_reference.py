@@ -22,11 +22,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.harness import _flat  # noqa: E402
 from benchmarks.hierarchical import SUITE, load  # noqa: E402
 
 
-def moments(name: str, config: str, draws: int, **options) -> dict:
-    """``{site: (mean, sd, bulk ESS)}`` of the global latents after a run of ``name``."""
+def moments(name: str, loaded: tuple, draws: int, **options) -> dict:
+    """``{site: (mean, sd, bulk ESS)}`` of the global latents after a run of ``name`` on
+    ``loaded = (model, args, kwargs)``."""
     import arviz as az
     import jax
     import numpy as np
@@ -34,7 +36,7 @@ def moments(name: str, config: str, draws: int, **options) -> dict:
 
     from pplsamplers.registry import make_kernel
 
-    model, args, kwargs = load(config)
+    model, args, kwargs = loaded
     mcmc = MCMC(
         make_kernel(name, model, **options), num_warmup=500, num_samples=draws, num_chains=2,
         chain_method="vectorized", progress_bar=False,
@@ -44,13 +46,11 @@ def moments(name: str, config: str, draws: int, **options) -> dict:
         mcmc.run(jax.random.key(7), *args, **kwargs)
     for warning in caught:
         print(f"{name}: {warning.message}")
-    samples = mcmc.get_samples(group_by_chain=True)
-    out = {}
-    for site in SUITE.globals:
-        if site in samples:
-            value = np.asarray(samples[site], np.float64).reshape(2, draws, -1)
-            out[site] = (value.mean((0, 1)), value.std((0, 1), ddof=1), np.asarray(az.ess(value)))
-    return out
+    flat = _flat(mcmc.get_samples(group_by_chain=True), SUITE.globals)
+    return {
+        site: (value.mean((0, 1)), value.std((0, 1), ddof=1), np.asarray(az.ess(value)))
+        for site, value in flat.items()
+    }
 
 
 def main() -> None:
@@ -63,9 +63,10 @@ def main() -> None:
     args = parser.parse_args()
     import numpy as np
 
-    N = load(args.config)[1][0].shape[0]
-    exact = moments("boomerang", args.config, args.reference_draws, subsample_size=N)
-    rows = {args.sampler: moments(args.sampler, args.config, args.draws)}
+    loaded = load(args.config)
+    N = loaded[1][0].shape[0]
+    exact = moments("boomerang", loaded, args.reference_draws, subsample_size=N)
+    rows = {args.sampler: moments(args.sampler, loaded, args.draws)}
     for cached in sorted(args.cache.glob(f"{args.config}_nuts_*.json")):
         nuts = json.loads(cached.read_text())
         rows[f"nuts ({cached.stem})"] = {
