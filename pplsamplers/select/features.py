@@ -160,12 +160,17 @@ def _probe_arrays(
     rise = lax.map(lambda u: lax.map(lambda t: rise_at(x_map + t * u), steps), directions)
     rise = jnp.where(jnp.isfinite(rise), rise, 1e6)
     quadratic = steps**2 / 2
+    # what remains is the rounding of each ℓ_i (float32, large |ℓ_i| or N): a rise of the same
+    # size at any step, read here a tenth of an sd out, where the quadratic is 0.005 and a
+    # smooth misfit a thousandth of its size at one sd; a deviation within twice it is noise
+    rounding = jnp.max(jnp.abs(lax.map(lambda u: rise_at(x_map + 0.1 * u), directions) - 0.005))
+    misfit = jnp.maximum(jnp.abs(rise - quadratic) - 2.0 * rounding, 0.0) / quadratic
     pos, neg = rise[:, 4], rise[:, 1]  # t = +2, −2
     return dict(
         curvature_spread=jnp.max(diag) / jnp.min(diag),
         correlation_condition=correlation_condition,
         gradient_noise_ratio=noise_ratio,
-        quadratic_misfit=jnp.max(jnp.abs(rise - quadratic) / quadratic),
+        quadratic_misfit=jnp.max(misfit),
         skewness=jnp.max(jnp.abs(pos - neg) / jnp.maximum(jnp.abs(pos + neg), 1e-12)),
         tail_growth=jnp.min((rise[:, 5] + rise[:, 0]) / 9.0),
         gradient_kurtosis=kurtosis,
