@@ -30,33 +30,25 @@ Laplace approximation at the float64 MAP (Newton), whose error is O(N^-1/2) sd, 
 sd at N ≥ 1e6.
 
 Cold-start profile (``--profile sbps --sizes 1000000``; the figures are in
-``docs/benchmarks/end_to_end.md``, measured on a loaded 2-core machine, so read the split,
-not the seconds):
+``docs/benchmarks/end_to_end.md``; on a loaded 2-core machine read the split, not the seconds):
 
-* ``setup`` (``pplsamplers.warmup.setup``, formerly ``prepare``; once per data set, Python
-  driving compiled calls; since commit 952206d only
-  a one-datum trace of it runs the model op by op: a run lowers about a hundred programs,
-  not six hundred):
-  ``inspect``, ``shuffled_view`` (one permutation of the per-datum arrays, checked at two
-  points) and ``make_potential`` (tracing the model, one validation pass), ``find_map``
-  twice (the L-BFGS search, then the polish in the Laplace metric: one compiled program),
-  ``posterior_scale`` (the Hessian from full-data passes), ``count_modes`` (the mode probe
-  for ``control_variate="auto"``; its subset's rows are read in sorted order),
-  ``suggest_batch_size`` (the gradient-noise probe), and
-  the Laplace check of ``refine_laplace`` (16 vmapped full-data passes: about 0.9 s of
-  compilation and 0.09 s of running at N = 10⁶, untimed here; a Gaussian variational fit
-  follows only where the check fails, as on hierarchical models);
-* the sampling loop: NumPyro traces and compiles ``fori_collect`` once for ``mcmc.run``
-  (warmup and sampling in one program); a user who calls ``mcmc.warmup`` then ``mcmc.run``
-  pays a second compile of the same loop with another length;
-* the draws: sampling itself, then NumPyro's vectorised ``postprocess_fn`` (one more
-  compile);
+* ``setup`` (``pplsamplers.warmup.setup``, once per data set): ``inspect``, one
+  permutation of the per-datum arrays, ``make_potential`` (one trace of the model, one
+  validation pass), the mode search and its polish in the Laplace metric, ``posterior_scale``
+  (the curvature from full-data passes), the mode probe for ``control_variate="auto"``,
+  ``suggest_batch_size`` (the gradient-noise probe) and the Laplace check (vmapped full-data
+  passes; a Gaussian variational fit follows only where the check fails);
+* the sampling loop: NumPyro compiles ``fori_collect`` once for ``mcmc.run`` (warmup and
+  sampling in one program); ``mcmc.warmup`` then ``mcmc.run`` compile it twice, once per
+  length;
+* the draws: NumPyro's vectorised ``postprocess_fn`` (one more compile);
 * AutoSampler (``--profile auto``): above 5000 data its features run on the shared warmup's
-  mode stage (``pplsamplers.warmup.mode_stage``: mode, curvature, mode probe, Laplace
-  check), which the chosen kernel then finds in the cache, so the decision adds only the
-  features' probes (one compiled program) to the chosen kernel's cold start.
+  mode stage, which it hands to the chosen kernel's set-up, so the decision adds the
+  features' probes to the chosen kernel's cold start.
+
 The listener of ``jax.monitoring`` sums trace, lowering and backend-compile seconds; with
-``--profile`` every XLA compile longer than 50 ms is listed (``jax.log_compiles``).
+``--profile`` every XLA compile is listed, grouped by program name with its count
+(``jax.log_compiles``).
 
 Block versus gather (``--micro``): seconds per minibatch gradient at N = 1e6, d = 20, float32
 for a random gather (``randint`` rows, the package's scheme before the shared warmup shuffled
@@ -333,7 +325,7 @@ def worker(cfg: dict) -> dict:
         "notes": dict(setup.notes) if setup is not None else {},
         "compile": compile_s,
         "timers": timers,
-        "compiles": sorted(compiles, key=lambda c: -c[1])[:25],
+        "compiles": sorted(compiles, key=lambda c: -c[1]),
     }
     if chains == 1 and cfg["steady"]:
         try:
@@ -569,9 +561,12 @@ def print_profile(r: dict) -> None:
             c.get("cache_hits", 0),
         )
     )
+    programs: dict[str, list[float]] = {}
     for fun, seconds in r["compiles"]:
-        if seconds > 0.05:
-            print(f"    compile {seconds:6.2f} s  {fun}")
+        programs.setdefault(fun, []).append(seconds)
+    print(f"  every program compiled ({len(programs)} names, {len(r['compiles'])} compiles):")
+    for fun, times in sorted(programs.items(), key=lambda item: -sum(item[1])):
+        print(f"    compile {sum(times):6.2f} s  {len(times):3d} ×  {fun}")
 
 
 def plot(rows: list[dict], path: Path) -> None:

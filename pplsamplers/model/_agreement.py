@@ -41,9 +41,8 @@ def check_points(
     the unconstrained origin, and the origin: raw-covariate models, whose random starts
     overflow in float32, have finite terms there, and a term that vanishes at the origin
     (so cannot be compared there) rarely does at the shrunk points."""
-    points = [
-        initial_values(key, model, model_args, model_kwargs, info, init_strategy) for key in keys
-    ]
+    draw = initial_values(None, model, model_args, model_kwargs, info, init_strategy)
+    points = [draw(key) for key in keys]  # one compiled drawer for every key
     shrunk = [jax.tree.map(lambda v, f=f: f * v, points[0]) for f in (0.1, 0.01, 0.0)]
     return points + shrunk
 

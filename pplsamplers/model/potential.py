@@ -144,7 +144,8 @@ def make_potential(
         view.init_strategy,
     )
     key = jax.random.PRNGKey(0) if rng_key is None else rng_key
-    init_dict = _numpyro.initial_values(key, model, model_args, model_kwargs, info, strategy)
+    draw = _numpyro.initial_values(None, model, model_args, model_kwargs, info, strategy)
+    init_dict = draw(key)  # the drawer is compiled once, for this start and the random ones
     init_flat, unravel = ravel_pytree(init_dict)
     # jitted: tracing the model runs NumPyro's handlers in Python (tens of ms per trace), and a
     # run traces the potential dozens of times (kernel, warmup, checks, each under jvp, grad
@@ -152,7 +153,6 @@ def make_potential(
     terms = jax.jit(_numpyro.make_terms(model, model_args, model_kwargs, info, unravel))
     constrain_dict = _numpyro.make_constrain(model, model_args, model_kwargs, info)
 
-    draw = _numpyro.initial_values(None, model, model_args, model_kwargs, info, strategy)
     draw_init = lambda key: ravel_pytree(draw(key))[0]
 
     estimator = build_estimator(terms, dim=init_flat.shape[0], N=N, n=n, chunk_size=chunk_size)

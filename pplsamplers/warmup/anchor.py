@@ -21,9 +21,12 @@ def choose_control_variate(
     factor: Array,
     notes: dict,
     minibatch: bool,
+    *,
+    subset: Estimator | None = None,
 ) -> tuple[Array | None, int | None]:
     """(anchor in x or ``None``, mode count or ``None``); the mode probe decides ``"auto"``,
-    from Laplace draws around ``mode`` in the posterior scale ``factor``."""
+    from Laplace draws around ``mode`` in the posterior scale ``factor``, on ``subset`` (the
+    mode search's, :func:`~pplsamplers.warmup.modes.count_modes`) where given."""
     if choice is False or choice is None:
         notes["control_variate"] = "off (control_variate=False)"
         return None, None
@@ -41,7 +44,7 @@ def choose_control_variate(
     if not minibatch:
         notes["control_variate"] = "off: full batch (exact gradients)"
         return None, None
-    modes = count_modes(jax.random.PRNGKey(SEED + 1), estimator, mode, scale=factor)
+    modes = count_modes(jax.random.PRNGKey(SEED + 1), estimator, mode, scale=factor, subset=subset)
     if modes > 1:
         notes["control_variate"] = (
             f"off: the mode probe found {modes} separated modes, and one anchor is valid near "

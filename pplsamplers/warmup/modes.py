@@ -42,7 +42,9 @@ def on_a_subset(rng_key: PRNGKey, potential: Estimator, size: int) -> Estimator:
     # sorted: the same multiset of rows, read in increasing order, so each pass walks the
     # data forwards instead of jumping across it (at N = 10⁶ a random gather is
     # cache-bound; U is a sum, so the order of its terms does not matter)
-    rows = jnp.sort(jax.random.randint(rng_key, (size,), 0, potential.N))
+    # drawn on the host: a device draw would compile one program per subset size
+    seed = np.asarray(jax.random.key_data(rng_key)).ravel().tolist()
+    rows = jnp.asarray(np.sort(np.random.default_rng(seed).integers(0, potential.N, size)))
     weight = potential.N / size
 
     def terms(x: Array, idx: Array) -> tuple[Array, Array]:
@@ -63,6 +65,9 @@ class ModeSearch(NamedTuple):
     """How many starts there were, and how far above the winner the others ended."""
     other_optima: int
     """Starts that ended more than ``MODE_BARRIER`` nats above the winner."""
+    subset: Estimator | None = None
+    """The weighted subset the starts ran on (above ``max_data`` data): :func:`count_modes`
+    given it reuses the programs compiled for it."""
 
 
 def search_mode(
@@ -116,7 +121,7 @@ def search_mode(
     )
     if probe is not estimator:
         results[best] = find_map(rng_key, estimator, results[best].position)
-    return ModeSearch(results[best], note, len(higher))
+    return ModeSearch(results[best], note, len(higher), None if probe is estimator else probe)
 
 
 def count_modes(
@@ -130,6 +135,7 @@ def count_modes(
     *,
     scale: Array | None = None,
     draw_init: Callable[[PRNGKey], Array] | None = None,
+    subset: Estimator | None = None,
 ) -> int:
     """``ModelFeatures.mode_count``: the MAP plus the distinct separated optima reached by
     ``num_starts`` more MAP fits.
@@ -148,9 +154,10 @@ def count_modes(
     ``MODE_BARRIER`` nats above both ends somewhere on the segment from it to the MAP, and it
     lies within ``MODE_MASS`` nats of the MAP.
 
-    Above ``max_data`` data, U is read on a fixed weighted subset (:func:`on_a_subset`); its
-    optima stray from the full MAP by a few posterior sds, but the segment from such a
-    stray optimum to the MAP has no barrier, so only a separated optimum counts.
+    Above ``max_data`` data, U is read on a fixed weighted subset (:func:`on_a_subset`), or
+    on ``subset``, the one :func:`search_mode` ran on (its programs are then compiled
+    already); its optima stray from the full MAP by a few posterior sds, but the segment from
+    such a stray optimum to the MAP has no barrier, so only a separated optimum counts.
 
     Examples
     --------
@@ -172,7 +179,9 @@ def count_modes(
         raise ValueError("count_modes needs curvature_diagonal or scale.")
     if num_starts < 1 or (scale is None and draw_init is None):
         return 1
-    if potential.N > max_data:
+    if subset is not None:
+        potential = subset
+    elif potential.N > max_data:
         potential = on_a_subset(jax.random.fold_in(rng_key, 2), potential, max_data)
     init_keys = jax.random.split(jax.random.fold_in(rng_key, 1), num_starts)
     fit_keys = jax.random.split(rng_key, num_starts)

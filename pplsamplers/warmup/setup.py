@@ -71,7 +71,7 @@ from pplsamplers.warmup.anchor import choose_control_variate
 from pplsamplers.warmup.centring import recentre
 from pplsamplers.warmup.metric import refinement
 from pplsamplers.warmup.mode import polish
-from pplsamplers.warmup.modes import search_mode
+from pplsamplers.warmup.modes import ModeSearch, search_mode
 from pplsamplers.warmup.options import SEED, SetupOptions, user_factor
 from pplsamplers.warmup.scale import (
     NOISE_TARGET,
@@ -117,18 +117,17 @@ def _potential(options: SetupOptions, model_args: tuple, model_kwargs: dict) -> 
     return full, n, view, rows
 
 
-def _search_mode(potential: Potential, notes: dict[str, str]) -> tuple[Array, bool]:
-    """(the L-BFGS search's end point, whether it converged), noted in ``notes["mode"]``."""
-    result, starts, _ = search_mode(
+def _search_mode(potential: Potential, notes: dict[str, str]) -> ModeSearch:
+    """The L-BFGS search from several starts, noted in ``notes["mode"]``."""
+    search = result, starts, _, _ = search_mode(
         jax.random.PRNGKey(SEED), potential.estimator, potential.init_position, potential.draw_init
     )
-    converged = bool(result.converged)
     notes["mode"] = (
-        f"{'converged' if converged else 'NOT converged'}: distance to the mode "
+        f"{'converged' if bool(result.converged) else 'NOT converged'}: distance to the mode "
         f"{float(result.scaled_grad_norm):.2g} posterior sd after "
         f"{int(result.num_iterations)} L-BFGS iterations" + (f" ({starts})" if starts else "")
     )
-    return result.position, converged
+    return search
 
 
 def _check_smooth(potential: Potential, mode: Array, whitening: Any) -> None:
@@ -238,7 +237,9 @@ def mode_stage(options: SetupOptions, model_args: tuple, model_kwargs: dict) -> 
         or (isinstance(choice, str) and n != N)
         or n is None
     )
-    mode, converged = _search_mode(potential, notes) if needs_mode else (None, True)
+    search = _search_mode(potential, notes) if needs_mode else None
+    mode = None if search is None else search.result.position
+    converged = search is None or bool(search.result.converged)
     structure = None
     if precondition == "auto" and mode is not None:
         structure, found = structured_fit(potential, mode, jax.random.PRNGKey(SEED + 6))
@@ -284,8 +285,9 @@ def mode_stage(options: SetupOptions, model_args: tuple, model_kwargs: dict) -> 
     if not converged:
         _warn_not_converged(notes["mode"])
     minibatch = N > 1 and (n is None or n < N)
+    subset = None if search is None else search.subset  # the mode probe reuses its programs
     anchor, mode_count = choose_control_variate(
-        choice, estimator, mode, whitening.factor, notes, minibatch
+        choice, estimator, mode, whitening.factor, notes, minibatch, subset=subset
     )
     misfit = None
     if mode is not None and estimated:

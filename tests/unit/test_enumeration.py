@@ -140,14 +140,15 @@ def test_a_search_stopped_at_an_empty_component_still_gives_the_gaussian_at_the_
     import importlib
     import warnings
 
-    from pplsamplers.warmup import SetupOptions, mode_stage
+    from pplsamplers.warmup import MapResult, SetupOptions, mode_stage
+    from pplsamplers.warmup.modes import ModeSearch
 
     stage_module = importlib.import_module("pplsamplers.warmup.setup")
     empty = jnp.array([33.65, 3.44, 3.10, 2.06, -10.62, -0.65])  # mu (ordered), sigma, w
 
     def stopped_search(potential, notes):
         notes["mode"] = "converged (a search stopped at an empty component)"
-        return empty, True
+        return ModeSearch(MapResult(empty, jnp.nan, jnp.nan, converged=True), "", 0)
 
     monkeypatch.setattr(stage_module, "_search_mode", stopped_search)
     (y,), _ = mixture.load_data(N=100_000, dtype=jnp.float32)
