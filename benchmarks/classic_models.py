@@ -4,7 +4,8 @@ Small-N models whose geometry is not Gaussian, which NumPyro's own examples and 
 run, so that a user is likely to try them: eight schools (non-centred and centred), Neal's
 funnel (exact reference: v's mean 0 and sd 3; x_i = e^(v/2) z_i is so heavy-tailed that the sd
 of 1000 exact draws reads e^(9/4) 25 % off in the median, so it is not judged), a horseshoe
-regression, the UC Berkeley admissions GLMM, stochastic volatility and a Beta probability at
+regression written non-centred and centred (judged on its coefficients: its local scales have
+no finite moments), the UC Berkeley admissions GLMM, stochastic volatility and a Beta probability at
 its support's edge (``models/classic.py`` describes each).
 
 The question is the package's promise on them: each kernel at its defaults either gets them
@@ -36,12 +37,18 @@ from benchmarks.model_sweep import SEED, nuts_reference, run_cell  # noqa: E402 
 from models.classic import make_data  # noqa: E402
 from tests.robustness.common import sampler_names  # noqa: E402
 
+JUDGED = {"horseshoe": ("coef",), "horseshoe_c": ("b",)}
+"""Sites judged where the others have no finite moments to compare: a null coefficient's local
+scale λ_j keeps the HalfCauchy's tail, whose sample mean and sd never settle; the regression
+coefficients τ λ_j b_j are pinned by the likelihood."""
+
 
 def reference(name: str, model, args: tuple, cache: Path) -> dict:
-    """``{site: (mean, sd)}``: exact for the funnel, else NUTS cached as JSON."""
+    """``{site: (mean, sd)}``: exact for the funnel, else NUTS cached as JSON (``JUDGED``)."""
     if name == "funnel":
         return {"v": (np.zeros(()), np.full((), 3.0))}
-    return nuts_reference(name, model, args, cache, (2000, 3000), seed=1, target_accept_prob=0.95)
+    ref = nuts_reference(name, model, args, cache, (2000, 3000), seed=1, target_accept_prob=0.95)
+    return {site: ref[site] for site in JUDGED.get(name, ref)}
 
 
 def main() -> None:

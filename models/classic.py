@@ -3,7 +3,9 @@
 * ``eight_nc``, ``eight_c``: eight schools, non-centred and centred (a funnel in τ);
 * ``funnel``: Neal's funnel, v ~ N(0, 3), x_i | v ~ N(0, e^(v/2)), i = 1..9;
 * ``horseshoe``: a horseshoe regression (HalfCauchy global and local scales), 200 rows and
-  10 raw coefficients of which two are non-zero;
+  10 raw coefficients of which two are non-zero, written non-centred (``coef`` = τ λ b);
+* ``horseshoe_c``: the same regression written centred, b ~ N(0, τ λ), a scale mixture
+  whose funnel the set-up must see;
 * ``ucb``: a varying-intercept binomial GLMM on the UC Berkeley admissions table (6
   departments × 2 genders, non-centred department effects, a HalfNormal scale);
 * ``volatility``: stochastic volatility, 200 simulated returns, a non-centred AR(1)
@@ -15,7 +17,7 @@ Examples
 --------
 >>> data = make_data()
 >>> sorted(data)
-['edge', 'eight_c', 'eight_nc', 'funnel', 'horseshoe', 'ucb', 'volatility']
+['edge', 'eight_c', 'eight_nc', 'funnel', 'horseshoe', 'horseshoe_c', 'ucb', 'volatility']
 >>> model, args = data["volatility"]
 >>> args[0].shape
 (200,)
@@ -58,8 +60,17 @@ def horseshoe(X, y):
     tau = numpyro.sample("tau", dist.HalfCauchy(1.0))
     lam = numpyro.sample("lam", dist.HalfCauchy(jnp.ones(X.shape[1])))
     b = numpyro.sample("b", dist.Normal(0.0, 1.0).expand([X.shape[1]]).to_event(1))
+    coefficients = numpyro.deterministic("coef", tau * lam * b)
     with numpyro.plate("data", X.shape[0]):
-        numpyro.sample("y", dist.Normal(X @ (tau * lam * b), 1.0), obs=y)
+        numpyro.sample("y", dist.Normal(X @ coefficients, 1.0), obs=y)
+
+
+def horseshoe_c(X, y):
+    tau = numpyro.sample("tau", dist.HalfCauchy(1.0))
+    lam = numpyro.sample("lam", dist.HalfCauchy(jnp.ones(X.shape[1])))
+    b = numpyro.sample("b", dist.Normal(0.0, tau * lam).to_event(1))
+    with numpyro.plate("data", X.shape[0]):
+        numpyro.sample("y", dist.Normal(X @ b, 1.0), obs=y)
 
 
 UCB_ADMIT = jnp.array([512.0, 89, 353, 17, 120, 202, 138, 131, 53, 94, 22, 24])
@@ -121,6 +132,7 @@ def make_data(seed: int = 0) -> dict[str, tuple]:
         "eight_c": (eight_c, schools),
         "funnel": (funnel, ()),
         "horseshoe": (horseshoe, (jnp.asarray(X), jnp.asarray(y))),
+        "horseshoe_c": (horseshoe_c, (jnp.asarray(X), jnp.asarray(y))),
         "ucb": (ucb, (dept, male, UCB_APPS, UCB_ADMIT)),
         "volatility": (volatility, (jnp.asarray(returns),)),
         "edge": (edge, (jnp.asarray(successes), jnp.asarray(1.5 + 2.0 * rng.normal(size=50)))),
