@@ -4,8 +4,8 @@ estimator, traced through NumPyro's ``MCMC.run``.
 BlackJAX goes step → kernel → proposal → log density.  Here a step-size kernel goes adapter
 ``sample`` → chain loop → move → kernel step → kernel → estimator (7 frames to the model's
 terms); a PDMP adds its event loop: the driver's ``while_loop`` body, the next-event search,
-the thinning loop's body and the event rate (14; SBPS the same).  The bounds keep that path
-from growing.
+the thinning loop's body and the event rate (13 for BPS, the Boomerang and SBPS).  The bounds
+keep that path from growing.
 
     .venv/bin/pytest -q tests/unit/test_call_depth.py -p no:cacheprovider -s
 """
@@ -22,7 +22,7 @@ from numpyro.infer import MCMC
 from pplsamplers import make_kernel
 from pplsamplers.estimator import core
 
-MAX_FRAMES = {"sgld": 7, "sgbd": 10, "boomerang": 14}
+MAX_FRAMES = {"sgld": 7, "sgbd": 10, "boomerang": 13, "sbps": 13, "bps": 13}
 
 
 def _model(y):

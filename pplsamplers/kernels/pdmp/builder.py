@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -237,7 +238,7 @@ def build(dynamics: Dynamics, options: ThinningOptions | None = None) -> PDMP:
 
         event = make_next_event(
             rate_along=rate_along,
-            reflect_at=lambda x, v, idx: dynamics.reflect(estimator, params, x, v, idx),
+            reflect_at=partial(dynamics.reflect, estimator, params),
             draw_velocity=lambda key, x: dynamics.draw_velocity(key, params, x),
             flow=flow,
             params=params,

@@ -45,6 +45,11 @@ def zero_counts(dtype: Any = float) -> EventCounts:
     return EventCounts(zero_stats(dtype), count, count)
 
 
+def _unreflected(x: Array, v: Array, aux: Any) -> Array:
+    """The velocity where no event was accepted (the other branch of the reflection)."""
+    return v
+
+
 def make_next_event(
     *,
     rate_along: Callable[[Array, Array], RateFn],
@@ -100,7 +105,7 @@ def make_next_event(
             **thinning,
         )
         x_t, v_t = flow.move(x, v, out.time)
-        bounced = lax.cond(out.accepted, lambda: reflect_at(x_t, v_t, out.aux), lambda: v_t)
+        bounced = lax.cond(out.accepted, reflect_at, _unreflected, x_t, v_t, out.aux)
         refreshed = out.reached_horizon & (t_refresh < horizon)
         v_after = jnp.where(
             out.accepted, bounced, jnp.where(refreshed, draw_velocity(velocity_key, x_t), v_t)
