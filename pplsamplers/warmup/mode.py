@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from jax import lax
 
@@ -246,15 +247,17 @@ def find_map(
         raise ValueError(f"tol must be positive; got {tol}.")
     dtype, dim = x0.dtype, estimator.dim
     exact_metric = scale is not None
-    if scale is None:  # the identity, in the form the polish's scale will take
-        scale = jnp.eye(dim, dtype=dtype) if dim <= MAX_DENSE_DIM else jnp.ones(dim, dtype)
-    scale = jnp.asarray(scale, dtype)
+    if scale is None:  # the identity, in the form the polish's scale will take (host arrays:
+        # built on the device, each would be a compiled program of its own)
+        scale = np.eye(dim, dtype=dtype) if dim <= MAX_DENSE_DIM else np.ones(dim, dtype)
+    if getattr(scale, "dtype", None) != dtype:
+        scale = jnp.asarray(scale, dtype)
     if scale.shape not in ((dim,), (dim, dim)):
         raise ValueError(f"scale must have shape ({dim},) or (D, D); got {scale.shape}.")
     # the iteration cap and tolerance are arguments of the program, not part of it: the mode
     # probe's shorter searches (:func:`~pplsamplers.warmup.modes.count_modes`) reuse it
     config = (int(num_steps), float(learning_rate))
-    limits = (jnp.asarray(exact_metric), jnp.asarray(polish_steps), jnp.asarray(tol, dtype))
+    limits = (np.asarray(exact_metric), np.asarray(polish_steps), np.asarray(tol, dtype))
     runner = partial(_search, estimator, config)
     result = runner(rng_key, x0, scale, *limits)
     eager = not isinstance(result.converged, jax.core.Tracer)

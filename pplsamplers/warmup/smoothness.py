@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pplsamplers.estimator import Estimator
+from pplsamplers.estimator import Estimator, Whitening
 from pplsamplers.model import FullDataOnlyError
 from pplsamplers.types import Array, PRNGKey
 from pplsamplers.warmup.modes import on_a_subset
@@ -87,15 +87,24 @@ def _refined_mismatch(estimator: Estimator, x: Array, steps: Array) -> tuple[Arr
 def probe_steps(whitening: Any, dim: int, rng_key: PRNGKey) -> tuple[Array, np.ndarray]:
     """(steps in x, the coordinates they follow): ``STEP`` whitened units along each probed
     coordinate, rescaled to at most a unit change of any unconstrained coordinate."""
+    # on the host: a handful of small arrays, each of which would be a compiled program
     dtype = whitening.center.dtype
     if dim <= MAX_DIRECTIONS:
         coords = np.arange(dim)
     else:
-        coords = np.sort(np.asarray(jax.random.choice(rng_key, dim, (MAX_DIRECTIONS,), False)))
-    basis = jnp.zeros((coords.size, dim), dtype).at[jnp.arange(coords.size), coords].set(STEP)
-    steps = whitening.to_x(basis) - whitening.center
-    largest = jnp.max(jnp.abs(steps), axis=1, keepdims=True)
-    return steps / jnp.maximum(largest, 1.0), coords
+        seed = np.asarray(jax.random.key_data(rng_key)).ravel().tolist()
+        coords = np.sort(np.random.default_rng(seed).choice(dim, MAX_DIRECTIONS, replace=False))
+    basis = np.zeros((coords.size, dim), dtype)  # STEP along each probed coordinate of z
+    basis[np.arange(coords.size), coords] = STEP
+    factor = whitening.factor if isinstance(whitening, Whitening) else None
+    if factor is None:  # a structured (arrowhead) whitening: its own map
+        steps = np.asarray(whitening.to_x(jnp.asarray(basis)) - whitening.center)
+    elif factor.ndim == 2:  # x = c + L z
+        steps = basis @ np.asarray(factor).T
+    else:
+        steps = basis * np.asarray(factor)
+    largest = np.max(np.abs(steps), axis=1, keepdims=True)
+    return jnp.asarray(steps / np.maximum(largest, 1.0), dtype), coords
 
 
 def smoothness_check(
