@@ -161,8 +161,8 @@ def check_whitening(whitening: Whitening, dim: int) -> Whitening:
         raise ValueError(
             "factor is singular: L must be invertible so that z = L⁻¹(x − center) exists."
         )
-    dtype = jnp.asarray(whitening.center).dtype
-    return Whitening(jnp.asarray(center, dtype), jnp.asarray(factor, dtype))
+    dtype = jnp.asarray(whitening.center).dtype  # converted on the host: no program compiled
+    return Whitening(jnp.asarray(center.astype(dtype)), jnp.asarray(factor.astype(dtype)))
 
 
 def whiten(estimator: Estimator, whitening: Whitening) -> Estimator:

@@ -154,12 +154,10 @@ def _scale_note(factor: Array, info: dict[str, Any]) -> str:
     return f"{'dense' if factor.ndim == 2 else 'diagonal'} inverse curvature at the mode{floored}"
 
 
-def _batched(base: Any, n: int, anchor: Array | None, hessian: Any) -> Any:
-    """``base`` at batch size ``n``, with the control variate at ``anchor`` below the full batch."""
-    estimator = with_batch_size(base, n)
-    if anchor is None or n == base.N:
-        return estimator
-    return with_control_variate(estimator, anchor, hessian)
+def _batched(base: Any, n: int, probe: Any) -> Any:
+    """``base`` at batch size ``n``; below the full batch, ``probe`` (``base`` with the control
+    variate, whose full pass at the anchor is then not repeated) at batch size ``n``."""
+    return with_batch_size(base if n == base.N else probe, n)
 
 
 def _warn_degenerate(note: str) -> None:
@@ -348,7 +346,7 @@ def setup(
             # the fit reads gradients at the batch size the noise target asks for at the
             # Laplace draws, or at the kernel's batch size where that is larger
             suggested = suggest_batch_size(batch_key, probe, whitening, target=target)
-            fitting = _batched(base, max(suggested[0], n or 0), anchor, hessian)
+            fitting = _batched(base, max(suggested[0], n or 0), probe)
         center, factor, start_misfit, note = refine_laplace(
             jax.random.PRNGKey(SEED + 4), fitting, whitening, exact=base,
             misfit=stage.laplace_misfit,
@@ -374,7 +372,7 @@ def setup(
         notes["subsample_size"] = f"{n}" + (" (full batch)" if n == base.N else "")
         if n < base.N and stage.mode is not None and options.precondition is not None:
             notes["subsample_size"] += check_batch_size(batch_key, probe, whitening, n, target)
-    estimator = _batched(base, n, anchor, hessian)
+    estimator = _batched(base, n, probe)
     if anchor is not None and n == base.N:
         anchor = None
         notes["control_variate"] = "off: full batch (exact gradients)"
