@@ -11,10 +11,12 @@ from pplsamplers.estimator.core import (
     full_pass,
 )
 from pplsamplers.estimator.curvature import (
+    DenseHessian,
     fisher_diagonal,
     full_hessian,
     gradient_noise_variance,
     hessian_diagonal,
+    likelihood_hessian,
     max_curvature,
 )
 from pplsamplers.estimator.potential import Potential, build_potential
@@ -31,6 +33,7 @@ from pplsamplers.estimator.transforms import (
 __all__ = [
     "DEFAULT_CHUNK",
     "ControlVariate",
+    "DenseHessian",
     "Estimator",
     "Potential",
     "Terms",
@@ -44,6 +47,7 @@ __all__ = [
     "gradient_noise_variance",
     "hessian_diagonal",
     "identity_whitening",
+    "likelihood_hessian",
     "max_curvature",
     "whiten",
     "with_batch_size",

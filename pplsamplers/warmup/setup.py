@@ -67,7 +67,7 @@ from pplsamplers.model import (
     validate_data,
 )
 from pplsamplers.types import Array
-from pplsamplers.warmup.anchor import choose_control_variate
+from pplsamplers.warmup.anchor import anchor_in_fit, choose_control_variate
 from pplsamplers.warmup.centring import recentre
 from pplsamplers.warmup.metric import refinement
 from pplsamplers.warmup.mode import polish
@@ -356,14 +356,8 @@ def setup(
         notes["precondition"] += "; " + how
         replaced = center is not whitening.center  # the fit replaced the Laplace Gaussian
         suggested = None if replaced else suggested
-        if replaced and anchor is not None and isinstance(options.control_variate, str):
-            # the chains start and stay in the fit, not at the joint mode: anchor there
-            anchor = center
-            probe = with_control_variate(base, anchor, hessian)
-            notes["control_variate"] = (
-                "on: anchored at the variational fit's mean (the mode probe found one mode; "
-                "the joint mode is far from the posterior's mass)"
-            )
+        if replaced and anchor is not None:
+            anchor, probe = anchor_in_fit(base, anchor, center, options.control_variate, notes)
         whitening, mode = Whitening(center, factor), center
     if n is None:
         n, reason = suggested or suggest_batch_size(batch_key, probe, whitening, target=target)
