@@ -157,3 +157,42 @@ def test_the_gaussian_and_its_anchor_do_not_depend_on_the_batch_size_a_user_give
     )
     assert "replaced by a full-rank Gaussian variational fit" in pinned.notes["precondition"]
     np.testing.assert_allclose(pinned.anchor, pinned_at)
+
+
+def test_where_the_fit_replaced_the_laplace_gaussian_the_control_variate_is_second_order():
+    """Two crossed groupings at a user's n = N/100: the chains range over the variational
+    fit, farther from the anchor than Laplace draws, and a first-order control variate leaves
+    each datum a large remainder there.  The set-up's control variate is second order (the
+    likelihood's dense Hessian at the anchor), and at the fit's draws its minibatch gradient
+    noise, in the fit's whitened units, is a fraction of the first-order one's."""
+    from models import crossed_glm
+    from pplsamplers.estimator import (
+        DenseHessian,
+        gradient_noise_variance,
+        likelihood_hessian,
+        whiten,
+        with_batch_size,
+        with_control_variate,
+    )
+
+    args, kwargs = crossed_glm.load_data(N=4000, num_subjects=40, num_items=16)
+    ready = setup(SetupOptions(crossed_glm.model, subsample_size=40), args, kwargs)
+    assert "second order" in ready.notes["control_variate"]
+    assert isinstance(ready.estimator.cv.hessian, DenseHessian)
+    base, anchor = ready.potential.estimator, ready.anchor
+    hessian = likelihood_hessian(base, anchor)
+    np.testing.assert_allclose(hessian.matrix, ready.estimator.cv.hessian.matrix, rtol=1e-5)
+    keys = jax.random.split(jax.random.key(0), 16)
+    draws = jax.random.normal(jax.random.key(1), (16, base.dim), ready.whitening.center.dtype)
+
+    def noise(cv_hessian):
+        estimator = with_batch_size(with_control_variate(base, anchor, cv_hessian), 40)
+        whitened = whiten(estimator, ready.whitening)
+        return float(
+            jnp.mean(
+                jax.vmap(lambda k, z: jnp.sum(gradient_noise_variance(k, whitened, z)))(keys, draws)
+            )
+        )
+
+    first, second = noise(None), noise(hessian)
+    assert second < first / 4, (first, second)
