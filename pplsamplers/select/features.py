@@ -35,6 +35,10 @@ from pplsamplers.warmup import ModeStage, find_map
 from pplsamplers.warmup.modes import count_modes
 
 PROBE_STEPS = (-3.0, -2.0, -1.0, 1.0, 2.0, 3.0)
+ROUNDING_CAP = 0.25
+"""The largest rounding noise of a probe's rise (nats) discounted from the quadratic misfit
+(float32 sums of 10⁵–10⁶ per-datum terms read a few hundredths to a tenth): twice it is at
+most 11 % of the rise at three sds, so a misfit that grows along a direction still shows."""
 
 
 def _hessian_diagonal(hvp: Callable[[Array], Array], dim: int, key: PRNGKey, dtype) -> Array:
@@ -160,10 +164,14 @@ def _probe_arrays(
     rise = lax.map(lambda u: lax.map(lambda t: rise_at(x_map + t * u), steps), directions)
     rise = jnp.where(jnp.isfinite(rise), rise, 1e6)
     quadratic = steps**2 / 2
-    # what remains is the rounding of each ℓ_i (float32, large |ℓ_i| or N): a rise of the same
-    # size at any step, read here a tenth of an sd out, where the quadratic is 0.005 and a
-    # smooth misfit a thousandth of its size at one sd; a deviation within twice it is noise
-    rounding = jnp.max(jnp.abs(lax.map(lambda u: rise_at(x_map + 0.1 * u), directions) - 0.005))
+    # the rounding of each ℓ_i (float32, large |ℓ_i| or N) adds a noise of about the same size
+    # to the rise at every step.  Two steps a tenth and 0.15 of an sd out differ by their
+    # quadratics, 0.00625, and by that noise: a cubic term moves a thousandth of its size at
+    # one sd between them, a kink or a linear term 5 % of its slope.  A deviation within
+    # twice the noise so read (at most ROUNDING_CAP) is not counted as a misfit
+    pair = lax.map(lambda u: rise_at(x_map + 0.1 * u) - rise_at(x_map + 0.15 * u), directions)
+    spread = jnp.abs(pair + 0.00625) / jnp.sqrt(2.0)  # the difference of two roundings
+    rounding = jnp.minimum(jnp.max(jnp.where(jnp.isfinite(spread), spread, 0.0)), ROUNDING_CAP)
     misfit = jnp.maximum(jnp.abs(rise - quadratic) - 2.0 * rounding, 0.0) / quadratic
     pos, neg = rise[:, 4], rise[:, 1]  # t = +2, −2
     return dict(

@@ -46,8 +46,9 @@ class ModelFeatures(NamedTuple):
         PDMP rates and SGLD noisy, and control variates remove most of it.
     quadratic_misfit : float
         Worst relative error of the Laplace prediction t²/2 of U along random directions at
-        t = ±1, ±2, ±3 posterior sds (0 for a Gaussian); the Boomerang's reference and control
-        variates pay off when it is small.
+        t = ±1, ±2, ±3 posterior sds (0 for a Gaussian), after discounting twice the float
+        rounding of U's sum (read from two probes 0.1 and 0.15 sd out, at most 0.25 nats);
+        the Boomerang's reference and control variates pay off when it is small.
     skewness : float
         Worst abs(ΔU(t) − ΔU(−t)) / (ΔU(t) + ΔU(−t)) along the probe directions; SGBD's Barker
         moves beat Langevin on skewed posteriors (Mauri & Zanella §5).

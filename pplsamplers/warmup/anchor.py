@@ -1,6 +1,7 @@
 """The control variate's anchor (step 3 of the shared warmup): the user's choice, or, for
-``"auto"``, the mode where the mode probe finds one mode; and where the variational fit of
-step 4 replaced the Laplace Gaussian, the fit's mean with a second-order control variate."""
+``"auto"``, the mode where the mode probe finds one mode; where the variational fit of step 4
+replaced the Laplace Gaussian, the fit's mean for ``"auto"``, and a second-order control
+variate at whichever anchor."""
 
 from __future__ import annotations
 
@@ -64,10 +65,12 @@ def anchor_in_fit(
     the Laplace Gaussian (step 4 of :func:`~pplsamplers.warmup.setup`).
 
     The chains start and stay in the fit, not at the joint mode, so with ``"auto"`` the
-    anchor moves to the fit's mean.  They range farther from the anchor than Laplace draws
-    would, where a first-order expansion leaves each datum's term a large remainder, so the
-    control variate is second order, with the likelihood's dense Hessian at the anchor (up to
-    ``MAX_DENSE_DIM`` latents; a model with group effects has its own arrowhead one)."""
+    anchor moves to the fit's mean (an anchor the user gave stays).  The chains range farther
+    from the anchor than Laplace draws would, where a first-order expansion leaves each datum's
+    term a large remainder, so the control variate is second order, with the likelihood's
+    dense Hessian at the anchor (up to ``MAX_DENSE_DIM`` latents, D Hessian-vector products
+    once; a model with group effects has its own arrowhead one).  Called only below the full
+    batch."""
     if isinstance(choice, str):
         anchor = center
         notes["control_variate"] = (

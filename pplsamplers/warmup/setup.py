@@ -356,7 +356,7 @@ def setup(
         notes["precondition"] += "; " + how
         replaced = center is not whitening.center  # the fit replaced the Laplace Gaussian
         suggested = None if replaced else suggested
-        if replaced and anchor is not None:
+        if replaced and anchor is not None and (n is None or n < base.N):
             anchor, probe = anchor_in_fit(base, anchor, center, options.control_variate, notes)
         whitening, mode = Whitening(center, factor), center
     if n is None:

@@ -57,7 +57,8 @@ def _local_sites(
     group of."""
     estimator = potential.estimator
     seed = np.asarray(jax.random.key_data(rng_key)).ravel().tolist()  # host: no program
-    rows = jnp.asarray(np.random.default_rng(seed).integers(0, estimator.N, SAMPLED_ROWS))
+    size = min(SAMPLED_ROWS, estimator.N)
+    rows = jnp.asarray(np.random.default_rng(seed).integers(0, estimator.N, size))
     grads = np.abs(np.asarray(jax.jit(estimator.per_example_grads)(x, rows)))
     reads = grads > 1e-12 * (1.0 + grads.max())
     found = []

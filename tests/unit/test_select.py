@@ -379,9 +379,10 @@ def test_bias_guard_rejects_only_significant_excess():
 def test_float32_rounding_of_the_data_sum_is_not_read_as_a_misfit():
     """A Gaussian posterior whose per-datum terms are large (a constant 2·10⁴ per row, as
     log y! of large counts would be) in float32 at N = 10⁵: each ℓ_i is rounded to about 10⁻³,
-    and the rise over one posterior sd (0.5) carries about 0.1 of rounding.  Read as it is, the
-    quadratic misfit was 0.39 and the Boomerang lost its rank to a rule meant for non-Gaussian
-    posteriors; the probe measures that rounding a tenth of an sd out and discounts it."""
+    and the rise over one posterior sd (0.5) carries about 0.1 of rounding, which read as it
+    is makes the misfit about 0.4 and takes the Boomerang's rank away.  The probe reads the
+    rounding from two close steps and discounts it; a posterior that is not Gaussian, and one
+    whose potential is infinite a step away, still read as such in the same precision."""
 
     def model(y):
         mu = numpyro.sample("mu", dist.Normal(0.0, 10.0))
@@ -389,12 +390,21 @@ def test_float32_rounding_of_the_data_sum_is_not_read_as_a_misfit():
             numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
             numpyro.factor("constant", jnp.full(y.shape, 2e4, y.dtype))
 
+    def walled(x, idx):  # U = x²/2 inside |x| < 0.05, infinite beyond: every rise is infinite
+        inside = jnp.abs(x[0]) < 0.05
+        return jnp.where(inside, 0.5 * x @ x, jnp.inf), jnp.zeros(idx.shape, x.dtype)
+
+    from pplsamplers.estimator import build_estimator
+    from pplsamplers.select.features import _probe_arrays
+
     with jax.enable_x64(False):  # the suite runs in float64, as users mostly do not
         y = 3.0 + jax.random.normal(jax.random.key(0), (100_000,), jnp.float32)
         f = model_features(model, (y,), subsample_size=100)
+        y_heavy = jnp.asarray(np.random.default_rng(1).normal(size=20), jnp.float32)
+        f_heavy = model_features(heavy_tailed_model, (y_heavy,))
+        estimator = build_estimator(walled, dim=1, N=10, n=10)
+        wall = _probe_arrays(jax.random.key(0), estimator, jnp.zeros(1, jnp.float32))
     assert f.quadratic_misfit < C.NEAR_GAUSSIAN_MISFIT / 5
     assert f.skewness < C.SKEWED and abs(f.tail_growth - 1.0) < 0.1
-    # a posterior that is not Gaussian at all is still read as such in the same precision
-    y_heavy = jnp.asarray(np.random.default_rng(1).normal(size=20), jnp.float32)
-    f_heavy = model_features(heavy_tailed_model, (y_heavy,))
     assert f_heavy.quadratic_misfit > C.NEAR_GAUSSIAN_MISFIT and f_heavy.tail_growth < C.HEAVY_TAILS
+    assert float(wall["quadratic_misfit"]) > C.NON_GAUSSIAN_MISFIT
