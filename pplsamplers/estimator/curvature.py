@@ -64,9 +64,10 @@ class DenseHessian(NamedTuple):
 
 def likelihood_hessian(estimator: Estimator, x: Array) -> DenseHessian:
     """∇²L(x) of the likelihood L = Σ_i ℓ_i alone (no prior), dense, at ``x`` in model
-    coordinates whatever the estimator's whitening (where :func:`~pplsamplers.estimator.with_control_variate` takes
-    the estimator's own): the second-order control variate's Hessian where the latents have no
-    group structure (``D ≤ 1000``; D Hessian-vector products, ⌈D / 64⌉ data passes).
+    coordinates whatever the estimator's whitening (``with_control_variate`` takes the
+    estimator's own coordinates): the second-order control variate's Hessian where the
+    latents have no group structure (``D ≤ 1000``; D Hessian-vector products, ⌈D / 64⌉ data
+    passes).
 
     Examples
     --------
