@@ -36,15 +36,19 @@ Separated optima (label switching, mixture components) are structural and show o
 subset, and the cost of the probe's ~10³ data passes does not grow with N."""
 
 
+def host_rng(rng_key: PRNGKey) -> np.random.Generator:
+    """A NumPy generator seeded by a JAX key: the set-up's random rows and coordinates are
+    drawn on the host, where a device draw would compile one program per shape."""
+    return np.random.default_rng(np.asarray(jax.random.key_data(rng_key)).ravel().tolist())
+
+
 def on_a_subset(rng_key: PRNGKey, potential: Estimator, size: int) -> Estimator:
     """``potential`` with its data replaced by ``size`` rows drawn with replacement, each
     weighted N / ``size`` (its "full-data" pass reads ``size`` rows)."""
     # sorted: the same multiset of rows, read in increasing order, so each pass walks the
     # data forwards instead of jumping across it (at N = 10⁶ a random gather is
     # cache-bound; U is a sum, so the order of its terms does not matter)
-    # drawn on the host: a device draw would compile one program per subset size
-    seed = np.asarray(jax.random.key_data(rng_key)).ravel().tolist()
-    rows = jnp.asarray(np.sort(np.random.default_rng(seed).integers(0, potential.N, size)))
+    rows = jnp.asarray(np.sort(host_rng(rng_key).integers(0, potential.N, size)))
     weight = potential.N / size
 
     def terms(x: Array, idx: Array) -> tuple[Array, Array]:
@@ -229,6 +233,7 @@ __all__ = [
     "MODE_STARTS",
     "ModeSearch",
     "count_modes",
+    "host_rng",
     "search_mode",
     "on_a_subset",
 ]

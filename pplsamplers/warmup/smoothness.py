@@ -37,7 +37,7 @@ import numpy as np
 from pplsamplers.estimator import Estimator, Whitening
 from pplsamplers.model import FullDataOnlyError
 from pplsamplers.types import Array, PRNGKey
-from pplsamplers.warmup.modes import on_a_subset
+from pplsamplers.warmup.modes import host_rng, on_a_subset
 
 JUMP_NATS = 1.0
 """A mismatch of (1) above this many nats (and half the rise) is a jump."""
@@ -92,8 +92,7 @@ def probe_steps(whitening: Any, dim: int, rng_key: PRNGKey) -> tuple[Array, np.n
     if dim <= MAX_DIRECTIONS:
         coords = np.arange(dim)
     else:
-        seed = np.asarray(jax.random.key_data(rng_key)).ravel().tolist()
-        coords = np.sort(np.random.default_rng(seed).choice(dim, MAX_DIRECTIONS, replace=False))
+        coords = np.sort(host_rng(rng_key).choice(dim, MAX_DIRECTIONS, replace=False))
     basis = np.zeros((coords.size, dim), dtype)  # STEP along each probed coordinate of z
     basis[np.arange(coords.size), coords] = STEP
     factor = whitening.factor if isinstance(whitening, Whitening) else None

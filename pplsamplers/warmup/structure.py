@@ -31,6 +31,7 @@ from pplsamplers.estimator import Potential
 from pplsamplers.estimator.blocks import BlockHessian, Blocks
 from pplsamplers.estimator.curvature import datum_directional
 from pplsamplers.types import Array, PRNGKey
+from pplsamplers.warmup.modes import host_rng
 
 MIN_GROUPS = 8
 """Fewer groups than this are treated as global latents."""
@@ -56,9 +57,8 @@ def _local_sites(
     """(name, flat coordinates, elements per group) of the sites each sampled row reads one
     group of."""
     estimator = potential.estimator
-    seed = np.asarray(jax.random.key_data(rng_key)).ravel().tolist()  # host: no program
     size = min(SAMPLED_ROWS, estimator.N)
-    rows = jnp.asarray(np.random.default_rng(seed).integers(0, estimator.N, size))
+    rows = jnp.asarray(host_rng(rng_key).integers(0, estimator.N, size))
     grads = np.abs(np.asarray(jax.jit(estimator.per_example_grads)(x, rows)))
     reads = grads > 1e-12 * (1.0 + grads.max())
     found = []
