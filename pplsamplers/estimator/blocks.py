@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from pplsamplers.types import Array
+from pplsamplers.types import Array, same_object
 
 
 class Blocks(NamedTuple):
@@ -53,9 +53,7 @@ class Blocks(NamedTuple):
     datum_group: Array | None = None
 
     __hash__ = object.__hash__  # a static value for jax.jit, like an estimator
-
-    def __eq__(self, other: object) -> bool:
-        return self is other
+    __eq__ = same_object
 
     @property
     def dim(self) -> int:
@@ -91,9 +89,7 @@ class BlockHessian(NamedTuple):
     A: Array
 
     __hash__ = object.__hash__
-
-    def __eq__(self, other: object) -> bool:
-        return self is other
+    __eq__ = same_object
 
     def __sub__(self, other: BlockHessian) -> BlockHessian:
         return BlockHessian(self.blocks, self.C - other.C, self.B - other.B, self.A - other.A)
@@ -229,9 +225,7 @@ class BlockWhitening(NamedTuple):
     """L_A, (G, k, k): L_A,g L_A,gᵀ = A_g⁻¹."""
 
     __hash__ = object.__hash__
-
-    def __eq__(self, other: object) -> bool:
-        return self is other
+    __eq__ = same_object
 
     dense = False
 

@@ -29,7 +29,7 @@ from jax import lax
 from jax.scipy.linalg import solve_triangular
 
 from pplsamplers.estimator.blocks import gradient_moments
-from pplsamplers.types import Array, PRNGKey
+from pplsamplers.types import Array, PRNGKey, same_object
 
 Terms = Callable[[Array, Array], tuple[Array, Array]]
 """``(x, idx) -> (global_term, per_datum)`` with ``per_datum.shape == idx.shape``."""
@@ -52,9 +52,7 @@ class Whitening(NamedTuple):
     factor: Array
 
     __hash__ = object.__hash__
-
-    def __eq__(self, other: object) -> bool:
-        return self is other
+    __eq__ = same_object
 
     @property
     def dense(self) -> bool:
@@ -102,9 +100,7 @@ class ControlVariate(NamedTuple):
     hessian: Any = None
 
     __hash__ = object.__hash__
-
-    def __eq__(self, other: object) -> bool:
-        return self is other
+    __eq__ = same_object
 
 
 class Estimator(NamedTuple):

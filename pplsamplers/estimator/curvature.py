@@ -18,7 +18,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from pplsamplers.estimator.core import Estimator
-from pplsamplers.types import Array, PRNGKey
+from pplsamplers.types import Array, PRNGKey, same_object
 
 HVP_BATCH = 64
 """Hessian-vector products computed at once (each pass over the data carries this many)."""
@@ -53,9 +53,7 @@ class DenseHessian(NamedTuple):
     matrix: Array
 
     __hash__ = object.__hash__
-
-    def __eq__(self, other: object) -> bool:
-        return self is other
+    __eq__ = same_object
 
     def quadratic(self, v: Array) -> Array:
         """½ vᵀ H v."""
