@@ -10,7 +10,9 @@ off the model's per-datum gradients at a point, where they are generically non-z
    row reads, and whether those elements belong to one group (a site of shape (G, m) groups
    its elements by row);
 2. over every datum, two directional derivatives per local site (directions r_j and
-   r_j · group(j), with r random) give each datum's group, their ratio;
+   r_j · group(j), with r random) give each datum's group, their ratio; the few data whose
+   ratio is lost to rounding (a derivative near zero, in float32) read their group from the
+   sparsity of their own gradient, at the point and at random points near it;
 3. the local sites are one set of groups when every datum's groups agree across them;
 4. :func:`coupling_check`: one Hessian-vector product checks that the groups do not couple
    (a prior that correlates the groups, a crossed second grouping): the arrowhead Hessian
@@ -39,6 +41,9 @@ MAX_GLOBALS = 256
 """The structured approximation keeps a dense p × p block for the globals: at most this many."""
 SAMPLED_ROWS = 512
 """Rows whose per-example gradients show which elements each datum reads."""
+MAX_UNRESOLVED = 4 * SAMPLED_ROWS
+"""Data whose group the directional derivatives leave unknown, read one by one from their
+gradients: at most this many (more, and the data's groups are left unknown)."""
 COUPLING_TOLERANCE = 1e-6
 """Relative mismatch of a Hessian-vector product against the arrowhead above which the groups
 are taken to couple."""
@@ -58,8 +63,7 @@ def _local_sites(
     group of."""
     estimator = potential.estimator
     size = min(SAMPLED_ROWS, estimator.N)
-    rows = jnp.asarray(host_rng(rng_key).integers(0, estimator.N, size))
-    grads = np.abs(np.asarray(jax.jit(estimator.per_example_grads)(x, rows)))
+    grads = _row_gradients(estimator, x, host_rng(rng_key).integers(0, estimator.N, size))
     reads = grads > 1e-12 * (1.0 + grads.max())
     found = []
     for name, coords in site_coordinates(potential).items():
@@ -70,6 +74,35 @@ def _local_sites(
         if groups < MIN_GROUPS or not hits.any() or hits.sum(1).max() > 1:
             continue
         found.append((name, flat, stride))
+    return found
+
+
+def _row_gradients(estimator, x: Array, rows: np.ndarray) -> np.ndarray:
+    """|per-example gradients| (len(rows), D) at ``x``, in blocks of ``min(SAMPLED_ROWS, N)``
+    rows (one compiled program whatever the number of rows)."""
+    size = min(SAMPLED_ROWS, estimator.N)
+    padded = np.resize(rows, -(-rows.size // size) * size).reshape(-1, size)
+    program = jax.jit(estimator.per_example_grads)
+    grads = [np.abs(np.asarray(program(x, jnp.asarray(block)))) for block in padded]
+    return np.concatenate(grads)[: rows.size]
+
+
+def _groups_from_gradients(
+    estimator, x: Array, rows: np.ndarray, group_coords: np.ndarray, rng_key: PRNGKey
+) -> np.ndarray:
+    """Each of ``rows``' group (``group_coords``: (G, k) coordinates) from the sparsity of its
+    gradient, which is exactly zero off the globals and its own group: at ``x``, then at
+    random points near it and farther (a derivative may vanish at one point); −1 where no
+    point shows exactly one group."""
+    found = np.full(rows.size, -1)
+    noise = jax.random.normal(rng_key, (2,) + x.shape, x.dtype)
+    for point in (x, x + 0.1 * noise[0], x + noise[1]):
+        todo = np.flatnonzero(found < 0)
+        if todo.size == 0:
+            break
+        per_group = _row_gradients(estimator, point, rows[todo])[:, group_coords].sum(-1)
+        single = np.count_nonzero(per_group, axis=1) == 1
+        found[todo[single]] = np.argmax(per_group[single], axis=1)
     return found
 
 
@@ -137,6 +170,11 @@ def find_blocks(potential: Potential, x: Array, rng_key: PRNGKey) -> tuple[Block
     if global_coords.size > MAX_GLOBALS:
         return None, f"{global_coords.size} global latents (more than {MAX_GLOBALS})"
     datum = groups.max(axis=1)  # the sites agree where both are known
+    unresolved = np.flatnonzero(datum < 0)
+    if 0 < unresolved.size <= MAX_UNRESOLVED:
+        datum[unresolved] = _groups_from_gradients(
+            estimator, x, unresolved, group_coords, jax.random.fold_in(direction_key, 1)
+        )
     rows = np.bincount(datum[datum >= 0], minlength=num_groups)
     names = ", ".join(f"'{name}'" for name, _, _ in local)
     known = jnp.asarray(datum) if np.all(datum >= 0) else None

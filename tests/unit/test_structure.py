@@ -113,6 +113,25 @@ def test_groups_that_couple_are_rejected():
     assert fit is None and why.startswith("the groups couple"), why
 
 
+def test_every_datum_gets_its_group_where_its_derivative_vanishes_at_the_point():
+    """Data whose directional derivatives vanish at the point (a residual exactly zero there;
+    in float32 a derivative near zero loses the ratio to rounding) read their group from their
+    own gradients at nearby points: each datum's group is known, so the per-example moments
+    that SGBD and cSGLD read take the O((p + k) n) path, not the dense (n, D) gradients."""
+    args, kwargs = normal_data()
+    y, group = args
+    potential = make_potential(normal_groups, args, kwargs)
+    x = potential.init_position + 0.3
+    sites = potential.unravel(x)
+    mean = sites["mu"] + jnp.exp(sites["tau"]) * sites["z"][group]  # unconstrained: log τ
+    y = y.at[jnp.array([0, 5, 17])].set(mean[jnp.array([0, 5, 17])])  # zero residual at x
+    potential = make_potential(normal_groups, (y, group), kwargs)
+    blocks, note = find_blocks(potential, x, jax.random.key(0))
+    assert blocks is not None and blocks.datum_group is not None, note
+    np.testing.assert_array_equal(blocks.datum_group, group)
+    np.testing.assert_array_equal(blocks.rows, np.bincount(np.asarray(group)))
+
+
 def test_models_without_group_effects_have_no_blocks():
     def regression(x, y):
         w = numpyro.sample("w", dist.Normal(0.0, 1.0).expand([2]).to_event(1))
