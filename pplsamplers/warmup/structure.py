@@ -10,9 +10,10 @@ off the model's per-datum gradients at a point, where they are generically non-z
    row reads, and whether those elements belong to one group (a site of shape (G, m) groups
    its elements by row);
 2. over every datum, two directional derivatives per local site (directions r_j and
-   r_j · group(j), with r random) give each datum's group, their ratio; the few data whose
-   ratio is lost to rounding (a derivative near zero, in float32) read their group from the
-   sparsity of their own gradient, at the point and at random points near it;
+   r_j · group(j), with r random) give each datum's group, their ratio, read twice with
+   independent r; the few data whose reads disagree (a ratio lost to rounding where the
+   datum's derivative cancels, in float32) read their group from the sparsity of their own
+   gradient, at the point and at random points near it;
 3. the local sites are one set of groups when every datum's groups agree across them;
 4. :func:`coupling_check`: one Hessian-vector product checks that the groups do not couple
    (a prior that correlates the groups, a crossed second grouping): the arrowhead Hessian
@@ -148,13 +149,14 @@ def find_blocks(potential: Potential, x: Array, rng_key: PRNGKey) -> tuple[Block
     if not local:
         return None, "no latent site is read one group at a time by the data"
     dtype = x.dtype
-    weights = jax.random.uniform(direction_key, (estimator.dim,), dtype, 1.0, 2.0)
     directions = []
-    for _, flat, stride in local:
-        group_of = np.arange(flat.size) // stride
-        plain = jnp.zeros(estimator.dim, dtype).at[flat].set(weights[flat])
-        directions += [plain, plain.at[flat].multiply(jnp.asarray(group_of, dtype))]
-    groups = np.asarray(_datum_groups(estimator, x, jnp.stack(directions)))  # (N, S)
+    for weights in jax.random.uniform(direction_key, (2, estimator.dim), dtype, 1.0, 2.0):
+        for _, flat, stride in local:  # two reads with independent weights r
+            group_of = np.arange(flat.size) // stride
+            plain = jnp.zeros(estimator.dim, dtype).at[flat].set(weights[flat])
+            directions += [plain, plain.at[flat].multiply(jnp.asarray(group_of, dtype))]
+    first, second = np.split(np.asarray(_datum_groups(estimator, x, jnp.stack(directions))), 2, 1)
+    groups = np.where(first == second, first, -1)  # (N, S); a read lost to rounding disagrees
     counts = [flat.size // stride for _, flat, stride in local]
     if len(set(counts)) > 1:
         return None, f"group effects of different numbers of groups {sorted(set(counts))}"
