@@ -1,4 +1,4 @@
-"""Every sampler with its defaults on eighteen models written as NumPyro users write them.
+"""Every sampler with its defaults on nineteen models written as NumPyro users write them.
 
 Models the robustness suite does not hold, each with raw covariates and N = 10⁴ (unless said) (a covariate
 around 100 with sd 15, a 0/1 flag and their interaction, as in ``models/robust_linear.py``),
@@ -40,6 +40,12 @@ likelihoods and sizes:
 * ``rare``: a rare-event logistic regression (about 2 % ones) with flat coefficients on raw
   covariates, N = 2·10⁴.
 
+One more, on a third data set (``make_slopes_data``): ``mvslopes``, a logistic regression
+with correlated varying intercepts and slopes (lme4's ``(1 + age | group)``): 200 groups of
+very unequal sizes (Dirichlet(0.5) shares, some empty), an ``LKJCholesky`` correlation
+factor and HalfNormal scales, the group effects non-centred (u_g = diag(τ) L z_g), a raw age
+covariate, N = 10⁴ (D = 405).
+
 The reference is NumPyro NUTS, 2 × (1000 + 2000) draws, computed on the spot and cached in
 ``--cache``; ``bigd``'s is exact (:func:`exact_reference`).  Each cell runs
 ``MCMC(kernel, num_warmup=300, num_samples=500, num_chains=2, chain_method="vectorized")``
@@ -59,7 +65,7 @@ root mean square over its coordinates instead (``z rms`` mean/sd, at most 0.15 a
 Examples
 --------
 >>> len(MODELS), sorted(MODELS)[:6]
-(18, ['bigd', 'centred', 'factor', 'gamma_glm', 'hlogistic', 'linear_hn'])
+(19, ['bigd', 'centred', 'factor', 'gamma_glm', 'hlogistic', 'linear_hn'])
 """
 
 from __future__ import annotations
@@ -100,7 +106,7 @@ from tests.robustness.common import (  # noqa: E402
 )
 
 jax.config.update("jax_enable_x64", True)
-N, GROUPS, REPARAM_GROUPS, BIG_GROUPS = 10_000, 50, 20, 1500
+N, GROUPS, REPARAM_GROUPS, BIG_GROUPS, SLOPE_GROUPS = 10_000, 50, 20, 1500, 200
 GROUP_SITE_SIZE = 100
 """A site with at least this many coordinates holds group effects: its errors are read as the
 root mean square over the coordinates (at most :data:`GROUP_TOL`), as the robustness suite's
@@ -248,6 +254,19 @@ def bigd(group, y):
         numpyro.sample("y", dist.Normal(mu + tau * z[group], sigma), obs=y)
 
 
+def mvslopes(age, group, y):
+    a = numpyro.sample("a", dist.Normal(0.0, 5.0))
+    b = numpyro.sample("b", dist.Normal(0.0, 1.0))
+    tau = numpyro.sample("tau", dist.HalfNormal(1.0).expand([2]).to_event(1))
+    L = numpyro.sample("L", dist.LKJCholesky(2, 2.0))
+    with numpyro.plate("groups", SLOPE_GROUPS):
+        z = numpyro.sample("z", dist.Normal(0.0, 1.0).expand([2]).to_event(1))
+    u = z @ (tau[:, None] * L).T
+    with numpyro.plate("data", age.shape[0]):
+        logit = a + b * age + u[group, 0] + u[group, 1] * (age - 40) / 10
+        numpyro.sample("y", dist.Bernoulli(logits=logit), obs=y)
+
+
 def rare(X, y):
     b = flat("b", X.shape[1])
     with numpyro.plate("data", X.shape[0]):
@@ -287,6 +306,7 @@ def make_data(seed: int = 11) -> dict[str, tuple]:
         "ordered": (ordered, arrays(x, y_ordered)),
         "reparam": (reparam, arrays(g, y_reparam)),
         **make_more_data(),
+        **make_slopes_data(),
     }
 
 
@@ -327,6 +347,19 @@ def make_more_data(seed: int = 5) -> dict[str, tuple]:
     }
 
 
+def make_slopes_data(seed: int = 3) -> dict[str, tuple]:
+    """``{"mvslopes": (model, args)}`` (module docstring): intercept and slope effects of sds
+    0.8 and 0.3 with correlation 0.5."""
+    rng = np.random.default_rng(seed)
+    age = rng.normal(40, 12, N)
+    group = rng.choice(SLOPE_GROUPS, N, p=rng.dirichlet(np.full(SLOPE_GROUPS, 0.5)))
+    cov = np.array([[1.0, 0.5], [0.5, 1.0]]) * np.outer([0.8, 0.3], [0.8, 0.3])
+    u = rng.multivariate_normal([0.0, 0.0], cov, SLOPE_GROUPS)
+    logit = -1 + 0.03 * age + u[group, 0] + u[group, 1] * (age - 40) / 10
+    y = (rng.uniform(size=N) < 1 / (1 + np.exp(-logit))).astype(float)
+    return {"mvslopes": (mvslopes, tuple(jnp.asarray(v) for v in (age, group, y)))}
+
+
 MODELS = (
     "linear_hn",
     "poisson",
@@ -346,6 +379,7 @@ MODELS = (
     "centred",
     "bigd",
     "rare",
+    "mvslopes",
 )
 
 

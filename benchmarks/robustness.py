@@ -135,6 +135,9 @@ def main(argv: list[str] | None = None) -> None:
             cell = run_cell(sampler, model, ref=refs[model], **options)
             table.setdefault(sampler, {})[model] = cell
             print(f"  {cell.describe()} [{cell.seconds:.0f} s]", flush=True)
+        # drop the row's compiled programs: a whole table in one process otherwise ends in
+        # "LLVM compilation error: Cannot allocate memory" (vm.max_map_count, not RAM)
+        jax.clear_caches()
     print(
         "\ncell = max |Δmean|/sd_ref, max |sd ratio − 1|, wall s, verdict "
         "(ok: ≤ 0.25 and ≤ 0.30; MISS otherwise) + self-check (warn/quiet)"
