@@ -1,4 +1,4 @@
-"""Every sampler with its defaults on nineteen models written as NumPyro users write them.
+"""Every sampler with its defaults on twenty models written as NumPyro users write them.
 
 Models the robustness suite does not hold, each with raw covariates and N = 10⁴ (unless said) (a covariate
 around 100 with sd 15, a 0/1 flag and their interaction, as in ``models/robust_linear.py``),
@@ -40,11 +40,15 @@ likelihoods and sizes:
 * ``rare``: a rare-event logistic regression (about 2 % ones) with flat coefficients on raw
   covariates, N = 2·10⁴.
 
-One more, on a third data set (``make_slopes_data``): ``mvslopes``, a logistic regression
-with correlated varying intercepts and slopes (lme4's ``(1 + age | group)``): 200 groups of
-very unequal sizes (Dirichlet(0.5) shares, some empty), an ``LKJCholesky`` correlation
-factor and HalfNormal scales, the group effects non-centred (u_g = diag(τ) L z_g), a raw age
-covariate, N = 10⁴ (D = 405).
+Two more, on a third data set (``make_slopes_data``), as mixed models are written with
+lme4's formulas:
+
+* ``mvslopes``: a logistic regression with correlated varying intercepts and slopes
+  (``(1 + age | group)``): 200 groups of very unequal sizes (Dirichlet(0.5) shares, some
+  empty), an ``LKJCholesky`` correlation factor and HalfNormal scales, the group effects
+  non-centred (u_g = diag(τ) L z_g), a raw age covariate, N = 10⁴ (D = 405);
+* ``schools``: schools within districts (``(1 | district / school)``), a Gaussian response,
+  15 districts and 300 schools of unequal sizes, both effects non-centred, N = 10⁴ (D = 319).
 
 The reference is NumPyro NUTS, 2 × (1000 + 2000) draws, computed on the spot and cached in
 ``--cache``; ``bigd``'s is exact (:func:`exact_reference`).  Each cell runs
@@ -65,7 +69,7 @@ root mean square over its coordinates instead (``z rms`` mean/sd, at most 0.15 a
 Examples
 --------
 >>> len(MODELS), sorted(MODELS)[:6]
-(19, ['bigd', 'centred', 'factor', 'gamma_glm', 'hlogistic', 'linear_hn'])
+(20, ['bigd', 'centred', 'factor', 'gamma_glm', 'hlogistic', 'linear_hn'])
 """
 
 from __future__ import annotations
@@ -107,6 +111,7 @@ from tests.robustness.common import (  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 N, GROUPS, REPARAM_GROUPS, BIG_GROUPS, SLOPE_GROUPS = 10_000, 50, 20, 1500, 200
+DISTRICTS, SCHOOLS = 15, 300
 GROUP_SITE_SIZE = 100
 """A site with at least this many coordinates holds group effects: its errors are read as the
 root mean square over the coordinates (at most :data:`GROUP_TOL`), as the robustness suite's
@@ -267,6 +272,19 @@ def mvslopes(age, group, y):
         numpyro.sample("y", dist.Bernoulli(logits=logit), obs=y)
 
 
+def schools(district, school, y):
+    mu = numpyro.sample("mu", dist.Normal(0.0, 100.0))
+    sd = numpyro.sample("sd", dist.HalfNormal(10.0).expand([2]).to_event(1))
+    sigma = numpyro.sample("sigma", dist.HalfNormal(10.0))
+    with numpyro.plate("districts", DISTRICTS):
+        d = numpyro.sample("d", dist.Normal(0.0, 1.0))
+    with numpyro.plate("schools", SCHOOLS):
+        s = numpyro.sample("s", dist.Normal(0.0, 1.0))
+    with numpyro.plate("data", y.shape[0]):
+        mean = mu + sd[0] * d[district] + sd[1] * s[school]
+        numpyro.sample("y", dist.Normal(mean, sigma), obs=y)
+
+
 def rare(X, y):
     b = flat("b", X.shape[1])
     with numpyro.plate("data", X.shape[0]):
@@ -348,8 +366,8 @@ def make_more_data(seed: int = 5) -> dict[str, tuple]:
 
 
 def make_slopes_data(seed: int = 3) -> dict[str, tuple]:
-    """``{"mvslopes": (model, args)}`` (module docstring): intercept and slope effects of sds
-    0.8 and 0.3 with correlation 0.5."""
+    """``{name: (model, args)}`` of ``mvslopes`` (intercept and slope effects of sds 0.8 and
+    0.3 with correlation 0.5) and ``schools`` (district and school effects of sds 5 and 3)."""
     rng = np.random.default_rng(seed)
     age = rng.normal(40, 12, N)
     group = rng.choice(SLOPE_GROUPS, N, p=rng.dirichlet(np.full(SLOPE_GROUPS, 0.5)))
@@ -357,7 +375,15 @@ def make_slopes_data(seed: int = 3) -> dict[str, tuple]:
     u = rng.multivariate_normal([0.0, 0.0], cov, SLOPE_GROUPS)
     logit = -1 + 0.03 * age + u[group, 0] + u[group, 1] * (age - 40) / 10
     y = (rng.uniform(size=N) < 1 / (1 + np.exp(-logit))).astype(float)
-    return {"mvslopes": (mvslopes, tuple(jnp.asarray(v) for v in (age, group, y)))}
+    school = rng.choice(SCHOOLS, N, p=rng.dirichlet(np.full(SCHOOLS, 0.7)))
+    district = rng.integers(0, DISTRICTS, SCHOOLS)[school]
+    effects = 5 * rng.normal(size=DISTRICTS)[district] + 3 * rng.normal(size=SCHOOLS)[school]
+    y_schools = 50 + effects + 8 * rng.normal(size=N)
+    arrays = lambda *a: tuple(jnp.asarray(v) for v in a)
+    return {
+        "mvslopes": (mvslopes, arrays(age, group, y)),
+        "schools": (schools, arrays(district, school, y_schools)),
+    }
 
 
 MODELS = (
@@ -380,6 +406,7 @@ MODELS = (
     "bigd",
     "rare",
     "mvslopes",
+    "schools",
 )
 
 
