@@ -523,9 +523,9 @@ def main() -> None:
             misses += "MISS" in line or "ERROR" in line
             silent += "MISS quiet" in line
             print(f"{name:10s} {sampler:10s} {line}", flush=True)
-        # drop the model's compiled programs: 200-odd runs in one process otherwise hit
-        # "LLVM compilation error: Cannot allocate memory" (vm.max_map_count; RAM was free)
-        jax.clear_caches()
+            # drop the cell's compiled programs: a dozen runs in one process otherwise hit
+            # "LLVM compilation error: Cannot allocate memory" (vm.max_map_count; RAM was free)
+            jax.clear_caches()
     print(f"\n{misses} cells miss or fail; {silent} silently.")
 
 
