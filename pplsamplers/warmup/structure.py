@@ -14,10 +14,7 @@ off the model's per-datum gradients at a point, where they are generically non-z
    independent r; the few data whose reads disagree (a ratio lost to rounding where the
    datum's derivative cancels, in float32) read their group from the sparsity of their own
    gradient, at the point and at random points near it;
-3. the local sites with the most groups are one set of groups when every datum's groups
-   agree across them; a site of fewer groups that nest the data's groups (districts above
-   schools) is global, within :data:`MAX_GLOBALS`, and any other grouping (crossed) leaves
-   the model without group structure;
+3. the local sites are one set of groups when every datum's groups agree across them;
 4. :func:`coupling_check`: one Hessian-vector product checks that the groups do not couple
    (a prior that correlates the groups, a crossed second grouping): the arrowhead Hessian
    must reproduce it.
@@ -110,14 +107,6 @@ def _groups_from_gradients(
     return found
 
 
-def _nested(fine: np.ndarray, coarse: np.ndarray) -> bool:
-    """Whether the data's ``coarse`` groups are a function of their ``fine`` ones (schools
-    within districts), over the data where both are known (−1: unknown)."""
-    known = (fine >= 0) & (coarse >= 0)
-    pairs = np.unique(np.stack([fine[known], coarse[known]]), axis=1)
-    return pairs.shape[1] == np.unique(pairs[0]).size
-
-
 @partial(jax.jit, static_argnums=0)
 def _datum_groups(estimator, x: Array, directions: Array) -> Array:
     """Each datum's group for each local site, from directional derivatives along r and
@@ -169,16 +158,12 @@ def find_blocks(potential: Potential, x: Array, rng_key: PRNGKey) -> tuple[Block
     first, second = np.split(np.asarray(_datum_groups(estimator, x, jnp.stack(directions))), 2, 1)
     groups = np.where(first == second, first, -1)  # (N, S); a read lost to rounding disagrees
     counts = [flat.size // stride for _, flat, stride in local]
-    num_groups = max(counts)
-    finest = [j for j, count in enumerate(counts) if count == num_groups]
-    coarser = [j for j, count in enumerate(counts) if count < num_groups]
-    both = np.all(groups[:, finest] >= 0, axis=1)
-    if not np.all(groups[both][:, finest] == groups[both][:, finest[:1]]):
-        return None, "the local sites do not share one grouping (crossed effects)"
-    if not all(_nested(groups[:, finest[0]], groups[:, j]) for j in coarser):
+    if len(set(counts)) > 1:
         return None, f"group effects of different numbers of groups {sorted(set(counts))}"
-    demoted = [local[j][0] for j in coarser]  # nested in the finest groups: global latents
-    local, groups = [local[j] for j in finest], groups[:, finest]
+    both = np.all(groups >= 0, axis=1)
+    if not np.all(groups[both] == groups[both, :1]):
+        return None, "the local sites do not share one grouping (crossed effects)"
+    num_groups = counts[0]
     members = [flat.reshape(num_groups, stride) for _, flat, stride in local]
     group_coords = np.concatenate(members, axis=1)
     local_coords = np.zeros(estimator.dim, bool)
@@ -194,12 +179,11 @@ def find_blocks(potential: Potential, x: Array, rng_key: PRNGKey) -> tuple[Block
         )
     rows = np.bincount(datum[datum >= 0], minlength=num_groups)
     names = ", ".join(f"'{name}'" for name, _, _ in local)
-    coarse = f", with {', '.join(repr(n) for n in demoted)} nested above them" if demoted else ""
     known = jnp.asarray(datum) if np.all(datum >= 0) else None
     blocks = Blocks(jnp.asarray(global_coords), jnp.asarray(group_coords), jnp.asarray(rows), known)
     return blocks, (
         f"{num_groups} groups of {group_coords.shape[1]} coordinates ({names}), "
-        f"{global_coords.size} global{coarse}; rows per group {int(rows.min())}–{int(rows.max())}"
+        f"{global_coords.size} global; rows per group {int(rows.min())}–{int(rows.max())}"
     )
 
 

@@ -158,33 +158,6 @@ def test_crossed_groupings_are_not_one_set_of_groups():
     assert blocks is None and "crossed" in why, why
 
 
-def two_groupings(outer, inner, y, num_outer=10, num_inner=40):
-    u = numpyro.sample("u", dist.Normal(0.0, 1.0).expand([num_outer]).to_event(1))
-    v = numpyro.sample("v", dist.Normal(0.0, 1.0).expand([num_inner]).to_event(1))
-    with numpyro.plate("data", y.shape[0]):
-        numpyro.sample("y", dist.Normal(u[outer] + v[inner], 1.0), obs=y)
-
-
-def test_a_grouping_nested_above_the_groups_is_global_and_a_crossed_one_is_not():
-    """Schools within districts: the schools are the groups and the district effects global
-    latents (an exact arrowhead); two crossed groupings of different sizes stay unstructured."""
-    rng = np.random.default_rng(1)
-    inner = rng.integers(0, 40, 600)
-    nested_outer = (np.arange(40) % 10)[inner]  # each school in one district
-    crossed_outer = rng.integers(0, 10, 600)
-    for outer, structured in ((nested_outer, True), (crossed_outer, False)):
-        args = (jnp.asarray(outer), jnp.asarray(inner), jnp.asarray(rng.normal(size=600)))
-        potential = make_potential(two_groupings, args, {})
-        blocks, note = find_blocks(potential, potential.init_position + 0.1, jax.random.key(0))
-        assert (blocks is not None) == structured, note
-        if structured:
-            assert blocks.num_groups == 40 and int(blocks.globals_.shape[0]) == 10, note
-            assert "'u' nested above them" in note, note
-            np.testing.assert_array_equal(blocks.datum_group, inner)
-        else:
-            assert "different numbers of groups" in note, note
-
-
 def marginal_f(potential, blocks, theta):
     """f(θ) of the nested Laplace objective by dense algebra (a brute-force reference)."""
     x0 = potential.init_position.at[blocks.globals_].set(theta)
