@@ -43,8 +43,9 @@ MAX_GLOBALS = 256
 SAMPLED_ROWS = 512
 """Rows whose per-example gradients show which elements each datum reads."""
 MAX_UNRESOLVED = 4 * SAMPLED_ROWS
-"""Data whose group the directional derivatives leave unknown, read one by one from their
-gradients: at most this many (more, and the data's groups are left unknown)."""
+"""Data whose group the directional derivatives leave unknown, read from their own gradients
+(``SAMPLED_ROWS`` at a time): at most this many (more, and the data's groups are left
+unknown)."""
 COUPLING_TOLERANCE = 1e-6
 """Relative mismatch of a Hessian-vector product against the arrowhead above which the groups
 are taken to couple."""
@@ -78,13 +79,19 @@ def _local_sites(
     return found
 
 
+@partial(jax.jit, static_argnums=0)
+def _per_example_grads(estimator, x: Array, rows: Array) -> Array:
+    """``estimator.per_example_grads``, compiled once per estimator (a ``jax.jit`` of the bound
+    method would compile again at every call)."""
+    return estimator.per_example_grads(x, rows)
+
+
 def _row_gradients(estimator, x: Array, rows: np.ndarray) -> np.ndarray:
     """|per-example gradients| (len(rows), D) at ``x``, in blocks of ``min(SAMPLED_ROWS, N)``
     rows (one compiled program whatever the number of rows)."""
     size = min(SAMPLED_ROWS, estimator.N)
     padded = np.resize(rows, -(-rows.size // size) * size).reshape(-1, size)
-    program = jax.jit(estimator.per_example_grads)
-    grads = [np.abs(np.asarray(program(x, jnp.asarray(block)))) for block in padded]
+    grads = [np.abs(np.asarray(_per_example_grads(estimator, x, block))) for block in padded]
     return np.concatenate(grads)[: rows.size]
 
 
